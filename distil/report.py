@@ -1,0 +1,77 @@
+"""`distil-report <dir>`: one table from the metrics.json files of a sweep (and nothing else)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import pandas as pd
+from rich.console import Console
+from rich.table import Table
+
+CHOICES = ("teacher", "student", "schedule", "dataset", "transfer_size", "seed")
+
+
+def collect(root: Path) -> pd.DataFrame:
+    rows = []
+    for path in sorted(root.rglob("metrics.json")):
+        metrics = json.loads(path.read_text())
+        choices = metrics.get("choices", {})
+        row = {"run": str(path.parent.relative_to(root)) or ".", **{c: choices.get(c) for c in CHOICES}}
+        row["status"] = metrics.get("status", "unknown")
+        if row["status"] == "ok":
+            teacher, student = metrics["teacher"], metrics["student"]
+            row.update({
+                "teacher_test_acc": 100 * teacher["test"]["accuracy"],
+                "student_dev_acc": 100 * student["dev"]["accuracy"],
+                "student_test_acc": 100 * student["test"]["accuracy"],
+                "teacher_params_M": teacher["params"] / 1e6,
+                "student_params_M": student["params"] / 1e6,
+                "speedup": metrics.get("speed", {}).get("speedup"),
+            })
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def write_tables(table: pd.DataFrame, out_dir: Path) -> tuple[Path, Path]:
+    md, csv = out_dir / "table.md", out_dir / "table.csv"
+    table.to_csv(csv, index=False, float_format="%.4f")
+    md.write_text(table.to_markdown(index=False, floatfmt=".2f") + "\n")
+    return md, csv
+
+
+def print_table(table: pd.DataFrame, title: str) -> None:
+    rich_table = Table(title=title)
+    for column in table.columns:
+        rich_table.add_column(column, justify="right" if table[column].dtype.kind in "fi" else "left")
+    for _, row in table.iterrows():
+        rich_table.add_row(*("-" if pd.isna(v) else f"{v:.2f}" if isinstance(v, float) else str(v)
+                             for v in row))
+    Console().print(rich_table)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        prog="distil-report",
+        description="Build table.md and table.csv from every metrics.json under a run or sweep directory.",
+    )
+    parser.add_argument("directory", type=Path, help="a multirun (sweep) or run directory")
+    args = parser.parse_args(argv)
+    if not args.directory.is_dir():
+        print(f"distil-report: error: {args.directory} is not a directory; pass a run or multirun "
+              "directory (e.g. outputs/multirun/<date>/<time>)", file=sys.stderr)
+        sys.exit(2)
+    table = collect(args.directory)
+    if table.empty:
+        print(f"distil-report: error: no metrics.json under {args.directory}; point it at a "
+              "directory written by `distil` or `distil -m`", file=sys.stderr)
+        sys.exit(2)
+    print_table(table, str(args.directory))
+    md, csv = write_tables(table, args.directory)
+    print(f"wrote {md} and {csv}")
+
+
+if __name__ == "__main__":
+    main()

