@@ -7,7 +7,6 @@ misspelt key is an error instead of a silently ignored setting.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
@@ -45,7 +44,7 @@ class TeacherConfig:
     max_length: int = 128
     eval_batch_size: int = 64
     finetune: FineTuneConfig = field(default_factory=FineTuneConfig)
-    random_init: Optional[RandomInitConfig] = None
+    random_init: RandomInitConfig | None = None
 
 
 @dataclass
@@ -62,18 +61,18 @@ class StudentConfig:
 class StageConfig:
     name: str = MISSING
     # loss name (see distil/losses.py) -> weight
-    losses: Dict[str, float] = MISSING
+    losses: dict[str, float] = MISSING
     # which examples the stage trains on: "labeled" and/or "transfer"
-    data: List[str] = field(default_factory=lambda: ["labeled"])
-    epochs: Optional[int] = None  # None: trainer.epochs
-    patience: Optional[int] = None  # None: trainer.patience
+    data: list[str] = field(default_factory=lambda: ["labeled"])
+    epochs: int | None = None  # None: trainer.epochs
+    patience: int | None = None  # None: trainer.patience
 
 
 @dataclass
 class ScheduleConfig:
     name: str = MISSING
     description: str = ""
-    stages: List[StageConfig] = MISSING
+    stages: list[StageConfig] = MISSING
 
 
 @dataclass
@@ -83,7 +82,7 @@ class SplitConfig:
     seed: int = 0  # seed of the train/dev/test carving: fixed, so every run sees one test set
     test_fraction: float = 0.2  # used only when the dataset ships no test file
     dev_fraction: float = 0.1  # used only when the dataset ships no dev file
-    labeled_per_class: Optional[int] = None  # None: every training example is labeled
+    labeled_per_class: int | None = None  # None: every training example is labeled
 
 
 @dataclass
@@ -96,10 +95,10 @@ class DatasetConfig:
     # Directory holding the files. "pkg:<module>/<sub/dir>" points inside an
     # installed package; relative paths are resolved against paths.data_dir.
     path: str = MISSING
-    files: Dict[str, str] = field(default_factory=dict)  # split name -> file name
+    files: dict[str, str] = field(default_factory=dict)  # split name -> file name
     text_column: str = "text"
     label_column: str = "label"
-    labels: Optional[List[str]] = None  # label names; None: sorted values found
+    labels: list[str] | None = None  # label names; None: sorted values found
     split: SplitConfig = field(default_factory=SplitConfig)
 
 
@@ -108,8 +107,8 @@ class TransferSizeConfig:
     """How many unlabeled examples the student sees, drawn from the unlabeled pool."""
 
     name: str = MISSING
-    multiple: Optional[float] = None  # times the labeled-set size
-    count: Optional[int] = None  # absolute number; both None means the whole pool
+    multiple: float | None = None  # times the labeled-set size
+    count: int | None = None  # absolute number; both None means the whole pool
 
 
 @dataclass

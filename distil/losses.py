@@ -7,8 +7,8 @@ the examples that have that target, so labeled and transfer examples can share a
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 import torch.nn.functional as F

@@ -50,7 +50,7 @@ def _check_key(parts: list[str]) -> str | None:
     node: typing.Any = Config
     for depth, part in enumerate(parts):
         origin = typing.get_origin(node)
-        if origin in (list, typing.List) or origin is dict:
+        if origin in (list, list) or origin is dict:
             return None  # list items and free-form maps (e.g. stage losses) are not checked here
         if origin is typing.Union:  # Optional[X]
             node = next(a for a in typing.get_args(node) if a is not type(None))

@@ -6,7 +6,7 @@ Batches are padded before the clock starts, so tokenisation and collation are no
 from __future__ import annotations
 
 import time
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 

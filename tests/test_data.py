@@ -99,14 +99,16 @@ def test_missing_directory():
 def test_empty_dataset(toy_table):
     data_dir, write = toy_table
     write("train.tsv", [])
-    with pytest.raises(DistilError, match="empty"):
+    with pytest.raises(DistilError, match="train.tsv has no examples"):
         build_task_data(dataset_cfg(files={"train": "train.tsv"}), transfer(), str(data_dir), 1)
 
 
 def test_label_column_that_does_not_exist(three_files):
     data_dir, files = three_files
-    with pytest.raises(DistilError, match="no column 'sentiment'; set dataset.label_column to one of: text, label"):
-        build_task_data(dataset_cfg(files=files, label_column="sentiment"), transfer(), str(data_dir), 1)
+    cfg = dataset_cfg(files=files, label_column="sentiment")
+    expected = "no column 'sentiment'; set dataset.label_column to one of: text, label"
+    with pytest.raises(DistilError, match=expected):
+        build_task_data(cfg, transfer(), str(data_dir), 1)
 
 
 def test_label_outside_the_label_set(three_files):

@@ -65,10 +65,21 @@ def _load_class_folders(root: Path) -> datasets.Dataset:
     return datasets.Dataset.from_dict({"text": texts, "label": labels})
 
 
+def _has_rows(file: Path, header: bool) -> bool:
+    with file.open(encoding="utf-8", errors="replace") as handle:
+        non_empty = (line for line in handle if line.strip())
+        return next(non_empty, None) is not None and (not header or next(non_empty, None) is not None)
+
+
 def _load_table(cfg: DatasetConfig, file: Path) -> datasets.Dataset:
     if not file.is_file():
         raise DistilError(
             f"dataset '{cfg.name}': file {file} not found; check paths.data_dir and dataset.files"
+        )
+    if not _has_rows(file, header=cfg.format != "jsonl"):
+        raise DistilError(
+            f"dataset '{cfg.name}': {file} has no examples; point dataset.files at a file "
+            f"with at least one example"
         )
     builder, options = TABULAR_BUILDERS[cfg.format]
     if cfg.format != "jsonl":

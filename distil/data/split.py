@@ -36,7 +36,7 @@ class TaskData:
         for name in names:
             ds = self.splits[name]
             digest.update(f"\x1e{name}:{len(ds)}".encode())
-            for text, label in zip(ds["text"], ds["label"]):
+            for text, label in zip(ds["text"], ds["label"], strict=True):
                 digest.update(f"{label}\x1f{text}\x1e".encode())
         return digest.hexdigest()
 

@@ -7,8 +7,8 @@ needs rows for ids it can see. Unseen ids at test time map to [UNK].
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Iterable, Sequence
 
 PAD, UNK = 0, 1
 
@@ -19,7 +19,7 @@ class TrimmedVocab:
         self._index = {tid: i + 2 for i, tid in enumerate(self.teacher_ids)}
 
     @classmethod
-    def from_sequences(cls, sequences: Iterable[Sequence[int]]) -> "TrimmedVocab":
+    def from_sequences(cls, sequences: Iterable[Sequence[int]]) -> TrimmedVocab:
         return cls(sorted({tid for seq in sequences for tid in seq}))
 
     def __len__(self) -> int:
@@ -32,5 +32,5 @@ class TrimmedVocab:
         path.write_text(json.dumps({"pad": PAD, "unk": UNK, "teacher_ids": self.teacher_ids}))
 
     @classmethod
-    def load(cls, path: Path) -> "TrimmedVocab":
+    def load(cls, path: Path) -> TrimmedVocab:
         return cls(json.loads(path.read_text())["teacher_ids"])

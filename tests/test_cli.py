@@ -1,0 +1,125 @@
+"""The real console scripts, in subprocesses: one run, a 2-cell sweep + report, bad input."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+DISTIL = shutil.which("distil") or pytest.skip("distil console script not installed", allow_module_level=True)
+REPORT = shutil.which("distil-report")
+
+
+def run(args, cwd, check=True):
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "COLUMNS": "200"}
+    result = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+    if check and result.returncode != 0:
+        raise AssertionError(f"{args} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}")
+    return result
+
+
+def cache_files(outputs: Path) -> list[Path]:
+    return [p for p in (outputs / "cache").rglob("*") if p.is_file()] if outputs.exists() else []
+
+
+def test_distil_end_to_end(tmp_path):
+    """Run from an unrelated directory: conf/ is found through the package, outputs go to cwd."""
+    result = run([DISTIL, "debug=smoke", "schedule=d1"], cwd=tmp_path)
+    metrics_files = list((tmp_path / "outputs" / "runs").rglob("metrics.json"))
+    assert len(metrics_files) == 1
+    metrics = json.loads(metrics_files[0].read_text())
+    assert metrics["status"] == "ok"
+    assert metrics["choices"] == {"teacher": "tiny", "student": "bilstm", "schedule": "d1",
+                                  "dataset": "toy", "transfer_size": "all", "seed": 1}
+    assert metrics["data"]["sizes"] == {"labeled": 24, "transfer": 36, "dev": 24, "test": 24}
+    for model in ("teacher", "student"):
+        assert 0.0 <= metrics[model]["test"]["accuracy"] <= 1.0
+        assert metrics[model]["params"] > 0
+    assert metrics["speed"]["teacher_ex_per_s"] > 0 and metrics["speed"]["student_ex_per_s"] > 0
+    assert [s["name"] for s in metrics["student"]["stages"]] == ["S1"]
+    assert (metrics_files[0].parent / "student" / "model.safetensors").is_file()
+    assert "student bilstm" in result.stdout
+
+    # Same teacher and data, another schedule: nothing is fine-tuned or cached again.
+    again = run([DISTIL, "debug=smoke", "schedule=hard"], cwd=tmp_path)
+    assert "reusing fine-tuned teacher" in again.stderr + again.stdout
+    assert "reusing cached teacher targets" in again.stderr + again.stdout
+
+
+def test_multirun_and_report(tmp_path):
+    run([DISTIL, "-m", "debug=smoke", "schedule=d0,hard"], cwd=tmp_path)
+    sweeps = list((tmp_path / "outputs" / "multirun").glob("*/*"))
+    assert len(sweeps) == 1
+    cells = sorted(p.parent.name for p in sweeps[0].rglob("metrics.json"))
+    assert cells == ["0-d0", "1-hard"]
+
+    result = run([REPORT, str(sweeps[0])], cwd=tmp_path)
+    table = pd.read_csv(sweeps[0] / "table.csv")
+    assert sorted(table["schedule"]) == ["d0", "hard"]
+    assert table["student_test_acc"].between(0, 100).all()
+    markdown = (sweeps[0] / "table.md").read_text()
+    assert markdown.startswith("| run") and "hard" in markdown
+    assert "wrote" in result.stdout
+
+
+def distil_in_process(args, cwd, monkeypatch, capsys) -> tuple[int, str, str]:
+    """`distil.cli.main` with these arguments, as the console script would run it."""
+    from distil import cli
+
+    monkeypatch.chdir(cwd)
+    monkeypatch.setattr(sys, "argv", ["distil", *args])
+    code = 0
+    try:
+        cli.main()
+    except SystemExit as exit_:
+        code = exit_.code
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["schedule=d9"], "unknown schedule 'd9'; choose one of: d0, d1, hard"),
+        (["teacher.lrr=1"], "unknown key 'teacher.lrr'"),
+        (["dataset.files.dev=missing.tsv"], "not found; check paths.data_dir and dataset.files"),
+        (["dataset.label_column=sentiment"], "no column 'sentiment'; set dataset.label_column"),
+        (["teacher=bert-base"], "not available offline: set teacher.name_or_path="),
+    ],
+)
+def test_bad_input_is_one_line_and_leaves_no_artifact(tmp_path, monkeypatch, capsys, args, message):
+    code, _, err = distil_in_process(["debug=smoke", *args], tmp_path, monkeypatch, capsys)
+    assert code == 2
+    last_line = err.strip().splitlines()[-1]
+    assert last_line.startswith("distil: error:") and message in last_line
+    assert "Traceback" not in err
+    assert cache_files(tmp_path / "outputs") == []
+
+
+def test_empty_dataset_is_reported(tmp_path, monkeypatch, capsys):
+    data = tmp_path / "data"
+    data.mkdir()
+    for split in ("train", "dev", "test"):
+        (data / f"{split}.tsv").write_text("text\tlabel\n")
+    code, _, err = distil_in_process(["debug=smoke", f"dataset.path={data}"], tmp_path, monkeypatch, capsys)
+    assert code == 2
+    assert "train.tsv has no examples" in err.strip().splitlines()[-1]
+    assert cache_files(tmp_path / "outputs") == []
+
+
+def test_report_without_metrics_fails_clearly(tmp_path, capsys):
+    from distil.report import main
+
+    with pytest.raises(SystemExit) as exit_:
+        main([str(tmp_path)])
+    assert exit_.value.code == 2 and "no metrics.json" in capsys.readouterr().err
+
+
+def test_help_lists_groups(tmp_path, monkeypatch, capsys):
+    code, out, _ = distil_in_process(["--help"], tmp_path, monkeypatch, capsys)
+    assert code == 0
+    assert "schedule: d0, d1, hard" in out and "distil-report" in out
