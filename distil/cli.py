@@ -7,6 +7,7 @@ from pathlib import Path
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
 from omegaconf import DictConfig
 
 from distil.config import register_configs
@@ -14,6 +15,9 @@ from distil.errors import DistilError
 
 CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
 register_configs()
+
+# Cells of a sweep that failed: the sweep goes on, and `main` exits non-zero at the end.
+_failed_runs: list[str] = []
 
 
 @hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")
@@ -26,13 +30,18 @@ def _run(cfg: DictConfig) -> float | None:
     choices = {group: hydra_cfg.runtime.choices.get(group)
                for group in ("teacher", "student", "schedule", "dataset", "transfer_size")}
     choices["seed"] = cfg.seed
+    overrides = list(hydra_cfg.overrides.task)
     try:
-        metrics = pipeline.run(cfg, run_dir, choices)
+        metrics = pipeline.run(cfg, run_dir, choices, overrides)
     except DistilError as error:
         pipeline.write_json_atomic(run_dir / "metrics.json",
-                                   {"status": f"failed: {error}", "choices": choices})
+                                   {"status": f"failed: {error}", "choices": choices,
+                                    "overrides": overrides})
         print(f"distil: error: {error}", file=sys.stderr)
-        sys.exit(2)
+        if hydra_cfg.mode != RunMode.MULTIRUN:
+            sys.exit(2)
+        _failed_runs.append(str(run_dir))
+        return None
     print_run(metrics)
     print(f"metrics: {run_dir / 'metrics.json'}")
     return metrics["student"]["dev"]["accuracy"]  # sweepers optimise dev, never test
@@ -46,6 +55,10 @@ def main() -> None:
         print(f"distil: error: {problem}", file=sys.stderr)
         sys.exit(2)
     _run()
+    if _failed_runs:
+        print(f"distil: error: {len(_failed_runs)} sweep cell(s) failed (status in their metrics.json): "
+              f"{', '.join(_failed_runs)}", file=sys.stderr)
+        sys.exit(2)
 
 
 if __name__ == "__main__":

@@ -45,7 +45,7 @@ def setup_runtime(cfg: Config) -> None:
     transformers.utils.logging.disable_progress_bar()
 
 
-def run(cfg: Config, run_dir: Path, choices: dict) -> dict:
+def run(cfg: Config, run_dir: Path, choices: dict, overrides: list[str]) -> dict:
     setup_runtime(cfg)
     validate_schedule(cfg.schedule, cfg.trainer)
     started = time.perf_counter()
@@ -78,6 +78,7 @@ def run(cfg: Config, run_dir: Path, choices: dict) -> dict:
     metrics = {
         "status": "ok",
         "choices": choices,
+        "overrides": overrides,
         "data": {"sizes": data.summary(), "labels": data.label_names},
         "majority_baseline": {"test": {"accuracy": majority_baseline(
             data.splits["labeled"]["label"], data.splits["test"]["label"])}},

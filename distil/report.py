@@ -19,7 +19,8 @@ def collect(root: Path) -> pd.DataFrame:
     for path in sorted(root.rglob("metrics.json")):
         metrics = json.loads(path.read_text())
         choices = metrics.get("choices", {})
-        row = {"run": str(path.parent.relative_to(root)) or ".", **{c: choices.get(c) for c in CHOICES}}
+        row = {"run": str(path.parent.relative_to(root)) or ".", **{c: choices.get(c) for c in CHOICES},
+               "overrides": metrics.get("overrides", [])}
         row["status"] = metrics.get("status", "unknown")
         if row["status"] == "ok":
             teacher, student = metrics["teacher"], metrics["student"]
@@ -32,7 +33,12 @@ def collect(root: Path) -> pd.DataFrame:
                 "speedup": metrics.get("speed", {}).get("speedup"),
             })
         rows.append(row)
-    return pd.DataFrame(rows)
+    table = pd.DataFrame(rows)
+    if not table.empty:
+        # Keep only the overrides that tell cells apart (the swept ones).
+        shared = set.intersection(*(set(o) for o in table["overrides"]))
+        table["overrides"] = [" ".join(o for o in row if o not in shared) for row in table["overrides"]]
+    return table
 
 
 def write_tables(table: pd.DataFrame, out_dir: Path) -> tuple[Path, Path]:
@@ -43,13 +49,21 @@ def write_tables(table: pd.DataFrame, out_dir: Path) -> tuple[Path, Path]:
 
 
 def print_table(table: pd.DataFrame, title: str) -> None:
-    rich_table = Table(title=title)
-    for column in table.columns:
-        rich_table.add_column(column, justify="right" if table[column].dtype.kind in "fi" else "left")
-    for _, row in table.iterrows():
+    """Terminal view: choices shared by every cell go to the title, the rest are columns."""
+    shared = [c for c in (*CHOICES, "overrides") if table[c].nunique(dropna=False) == 1]
+    view = table.drop(columns=shared)
+    view["status"] = view["status"].map(lambda s: "ok" if s == "ok" else "failed")
+    rich_table = Table(title=f"{title}\n" + ", ".join(f"{c}={table[c].iloc[0]}" for c in shared
+                                                       if c != "overrides"))
+    for column in view.columns:
+        rich_table.add_column(column, justify="right" if view[column].dtype.kind in "fi" else "left")
+    for _, row in view.iterrows():
         rich_table.add_row(*("-" if pd.isna(v) else f"{v:.2f}" if isinstance(v, float) else str(v)
                              for v in row))
-    Console().print(rich_table)
+    console = Console()
+    console.print(rich_table)
+    for _, row in table[table["status"] != "ok"].iterrows():
+        console.print(f"[red]{row['run']}[/red]: {row['status']}")
 
 
 def main(argv: list[str] | None = None) -> None:
