@@ -29,5 +29,6 @@ def progress_bar() -> Iterator[Progress]:
         TimeRemainingColumn(),
         console=console,
         transient=True,
+        disable=not console.is_terminal,  # logs and CI output get the log lines instead
     ) as progress:
         yield progress

@@ -16,7 +16,7 @@ from distil.data.split import SPLITS, TaskData
 from distil.data.tokenize import encode
 from distil.progress import progress_bar
 from distil.store import Artifact, ArtifactStore
-from distil.teacher.finetune import run_teacher
+from distil.teacher.inference import run_teacher
 from distil.teacher.load import load_finetuned
 
 log = logging.getLogger(__name__)
