@@ -82,31 +82,57 @@ class SplitConfig:
     seed: int = 0  # seed of the train/dev/test carving: fixed, so every run sees one test set
     test_fraction: float = 0.2  # used only when the dataset ships no test file
     dev_fraction: float = 0.1  # used only when the dataset ships no dev file
-    labeled_per_class: int | None = None  # None: every training example is labeled
+    labeled_per_class: int | None = None  # classification/pair: N labeled examples per class
+    labeled_per_language: int | None = None  # tagging: N labeled sentences per language
+    # both None: every training example is labeled
+
+
+@dataclass
+class HubConfig:
+    """Where the dataset lives on the Hugging Face hub (used when no local copy exists)."""
+
+    name: str = MISSING  # e.g. "glue", "imdb", "wikiann"
+    config: str | None = None  # e.g. "sst2"; "{lang}" is replaced per language
+    splits: dict[str, str] = field(default_factory=dict)  # our split name -> hub split name
 
 
 @dataclass
 class DatasetConfig:
     name: str = MISSING
     description: str = ""
+    # "classification" (one text), "pair" (two texts, kept apart), "tagging" (IOB2 tokens)
     task: str = "classification"
-    # "folders" (one sub-directory of .txt files per class), "tsv", "csv", "jsonl"
-    format: str = MISSING
-    # Directory holding the files. "pkg:<module>/<sub/dir>" points inside an
-    # installed package; relative paths are resolved against paths.data_dir.
-    path: str = MISSING
-    files: dict[str, str] = field(default_factory=dict)  # split name -> file name
+    # "folders" (one sub-directory of .txt files per class), "tsv", "csv", "jsonl",
+    # "parquet", "conll" (token ... TAG per line, blank line between sentences)
+    format: str = "tsv"
+    # Local directory, searched first. "pkg:<module>/<sub/dir>" points inside an installed
+    # package; a relative path is resolved against paths.data_dir.
+    path: str | None = None
+    # split name -> file name relative to `path`; "{lang}" is replaced per language
+    files: dict[str, str] = field(default_factory=dict)
+    hub: HubConfig | None = None
     text_column: str = "text"
+    text_pair_column: str | None = None  # pair task: the second text
     label_column: str = "label"
-    labels: list[str] | None = None  # label names; None: sorted values found
+    tokens_column: str = "tokens"  # tagging, tabular formats: list of tokens
+    tags_column: str = "tags"  # tagging, tabular formats: list of tags
+    conll_tag_column: int = -1  # conll: which whitespace-separated column holds the tag
+    languages: list[str] | None = None  # multilingual datasets: one set of files per language
+    labels: list[str] | None = None  # label (or tag) names; None: sorted values found in train
+    # Unlabeled text, one example per line (.txt or .txt.gz), for transfer_size source=file
+    unlabeled_file: str | None = None
+    strip_html: bool = False  # replace <br /> and other tags by spaces (IMDB)
     split: SplitConfig = field(default_factory=SplitConfig)
 
 
 @dataclass
 class TransferSizeConfig:
-    """How many unlabeled examples the student sees, drawn from the unlabeled pool."""
+    """How many unlabeled examples the student sees, and where they come from."""
 
     name: str = MISSING
+    description: str = ""
+    # "pool": the training examples left unlabeled by the split; "file": dataset.unlabeled_file
+    source: str = "pool"
     multiple: float | None = None  # times the labeled-set size
     count: int | None = None  # absolute number; both None means the whole pool
 

@@ -15,25 +15,27 @@ def _params(n: int | None) -> str:
 
 
 def run_table(metrics: dict) -> Table:
-    choices = metrics["choices"]
+    choices, metric = metrics["choices"], metrics["metric"]
     teacher, student, speed = metrics["teacher"], metrics["student"], metrics.get("speed", {})
     table = Table(title=f"{choices['teacher']} -> {choices['student']} | schedule {choices['schedule']}"
                         f" | {choices['dataset']} (test split, held out)")
-    for column in ("model", "params", "dev acc %", "test acc %", "examples/s (batch 32)"):
+    for column in ("model", "params", f"dev {metric} %", f"test {metric} %", "examples/s (batch 32)"):
         table.add_column(column, justify="left" if column == "model" else "right")
     table.add_row(f"teacher {choices['teacher']}", _params(teacher["params"]),
-                  _pct(teacher["dev"]["accuracy"]), _pct(teacher["test"]["accuracy"]),
+                  _pct(teacher["dev"][metric]), _pct(teacher["test"][metric]),
                   f"{speed.get('teacher_ex_per_s', 0):.0f}" if speed else "-")
     table.add_row(f"student {choices['student']}", _params(student["params"]),
-                  _pct(student["dev"]["accuracy"]), _pct(student["test"]["accuracy"]),
+                  _pct(student["dev"][metric]), _pct(student["test"][metric]),
                   f"{speed.get('student_ex_per_s', 0):.0f}" if speed else "-")
-    table.add_row("majority class", "-", "-", _pct(metrics["majority_baseline"]["test"]["accuracy"]), "-")
+    if "majority_baseline" in metrics:
+        table.add_row("majority class", "-", "-", _pct(metrics["majority_baseline"]["test"]["accuracy"]), "-")
     ratio = teacher["params"] / student["params"]
     caption = f"student is {ratio:.1f}x smaller"
     if speed:
         caption += f" and {speed['speedup']:.1f}x faster at inference"
-    caption += (f"; it keeps {100 * student['test']['accuracy'] / teacher['test']['accuracy']:.1f}% "
-                "of the teacher's test accuracy")
+    if teacher["test"][metric]:
+        caption += (f"; it keeps {100 * student['test'][metric] / teacher['test'][metric]:.1f}% "
+                    f"of the teacher's test {metric}")
     table.caption = caption
     return table
 

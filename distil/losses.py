@@ -42,13 +42,26 @@ LOSSES: dict[str, LossSpec] = {
 }
 
 
+IGNORE = -100  # special-token positions of a tagging batch
+
+
+def flatten_tokens(logits: torch.Tensor, labels: torch.Tensor, teacher_logits: torch.Tensor):
+    """Tagging batches ([B, T, C]) become one row per real wordpiece, so every loss below
+    works on [rows, C] alike; padding and special tokens are dropped here."""
+    if logits.dim() == 2:
+        return logits, labels, teacher_logits
+    keep = labels != IGNORE
+    return logits[keep], labels[keep], teacher_logits[keep]
+
+
 def weighted_loss(
     weights: dict[str, float],
     logits: torch.Tensor,
     labels: torch.Tensor,
     teacher_logits: torch.Tensor,
 ) -> torch.Tensor:
-    """Sum of weight * loss, each loss averaged over the batch examples it applies to."""
+    """Sum of weight * loss, each loss averaged over the batch examples (or tokens) it applies to."""
+    logits, labels, teacher_logits = flatten_tokens(logits, labels, teacher_logits)
     has_gold = labels >= 0
     total = logits.new_zeros(())
     for name, weight in weights.items():

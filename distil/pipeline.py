@@ -18,15 +18,15 @@ from safetensors.torch import save_file
 
 from distil.config import Config
 from distil.data import build_task_data
+from distil.data.encode import Encoded, encode, model_labels
 from distil.data.split import TaskData
-from distil.data.tokenize import encode
-from distil.evaluate import accuracy, majority_baseline
+from distil.evaluate import PRIMARY_METRIC, majority_baseline, score, student_logits
 from distil.schedule import StudentSplit, run_schedule, validate_schedule
 from distil.speed import examples_per_second
 from distil.store import ArtifactStore
-from distil.students import build_student, count_params
+from distil.students import build_student, check_student, count_params
 from distil.students.vocab import PAD, TrimmedVocab
-from distil.teacher import ensure_targets, ensure_teacher, load_finetuned, load_targets
+from distil.teacher import ensure_targets, ensure_teacher, load_finetuned, load_targets, teacher_logits
 
 log = logging.getLogger(__name__)
 
@@ -48,43 +48,51 @@ def setup_runtime(cfg: Config) -> None:
 def run(cfg: Config, run_dir: Path, choices: dict, overrides: list[str]) -> dict:
     setup_runtime(cfg)
     validate_schedule(cfg.schedule, cfg.trainer)
+    check_student(cfg.student, cfg.dataset.task)
     started = time.perf_counter()
 
-    data = build_task_data(cfg.dataset, cfg.transfer_size, cfg.paths.data_dir, cfg.seed)
-    log.info("data %s: %s", cfg.dataset.name, data.summary())
+    data = build_task_data(cfg.dataset, cfg.transfer_size, cfg.paths.data_dir, cfg.seed, cfg.hub_offline)
+    log.info("data %s (%s): %s", cfg.dataset.name, data.task, data.summary())
     store = ArtifactStore(cfg.paths.cache)
     teacher = ensure_teacher(cfg.teacher, data, store, cfg.seed, cfg.hub_offline)
     targets = ensure_targets(cfg.teacher, teacher, data, store)
 
-    model, tokenizer = load_finetuned(teacher.path)
-    teacher_ids = {name: encode(tokenizer, ds, cfg.teacher.max_length) for name, ds in data.splits.items()}
-    vocab = TrimmedVocab.from_sequences(teacher_ids["labeled"] + teacher_ids["transfer"])
-    cached = {name: load_targets(targets, name) for name in data.splits}
+    model, tokenizer = load_finetuned(teacher.path, data.task)
+    x_label = len(data.label_names)
+    encoded = {name: encode(data.task, tokenizer, ds, cfg.teacher.max_length, x_label)
+               for name, ds in data.splits.items()}
+    vocab = TrimmedVocab.from_sequences(encoded["labeled"].ids + encoded["transfer"].ids)
+    cached = {name: teacher_logits(load_targets(targets, name)) for name in data.splits}
     splits = {
-        name: StudentSplit(
-            [vocab.map(seq) for seq in teacher_ids[name]],
-            torch.tensor(data.splits[name]["label"], dtype=torch.long),
-            cached[name]["logits"].float(),
-        )
+        name: StudentSplit([vocab.map(seq) for seq in encoded[name].ids],
+                           gold_labels(data, name, encoded[name]), cached[name])
         for name in data.splits
     }
+    metric = PRIMARY_METRIC[data.task]
+
+    def evaluate_split(student_model, name: str) -> dict:
+        logits = student_logits(student_model, splits[name].ids, PAD, cfg.trainer.eval_batch_size)
+        return score(data.task, logits, data.splits[name], encoded[name], data.label_names)
 
     torch.manual_seed(cfg.seed)
-    student = build_student(cfg.student, len(vocab), data.num_labels)
-    stages = run_schedule(cfg.schedule, cfg.trainer, student, splits, cfg.seed, PAD)
+    num_outputs = len(model_labels(data.task, data.label_names))
+    student = build_student(cfg.student, len(vocab), num_outputs, data.task)
+    stages = run_schedule(cfg.schedule, cfg.trainer, student, splits, evaluate_split, metric, cfg.seed, PAD)
     save_student(student, vocab, cfg, data, run_dir / "student")
 
-    test, dev = splits["test"], splits["dev"]
+    def teacher_score(name: str) -> dict:
+        return score(data.task, cached[name], data.splits[name], encoded[name], data.label_names)
+
     metrics = {
         "status": "ok",
         "choices": choices,
         "overrides": overrides,
-        "data": {"sizes": data.summary(), "labels": data.label_names},
-        "majority_baseline": {"test": {"accuracy": majority_baseline(
-            data.splits["labeled"]["label"], data.splits["test"]["label"])}},
+        "task": data.task,
+        "metric": metric,
+        "data": {"sizes": data.summary(), "labels": data.label_names, "languages": data.languages},
         "teacher": {
-            "test": {"accuracy": accuracy(test.teacher_logits, test.labels)},
-            "dev": {"accuracy": accuracy(dev.teacher_logits, dev.labels)},
+            "test": teacher_score("test"),
+            "dev": teacher_score("dev"),
             "params": count_params(model),
             "finetune": {k: v for k, v in teacher.info.items() if k != "history"},
         },
@@ -95,13 +103,24 @@ def run(cfg: Config, run_dir: Path, choices: dict, overrides: list[str]) -> dict
             "vocab_size": len(vocab),
             "stages": stages,
         },
-        "speed": measure_speed(cfg, model, student, teacher_ids["test"], test.ids, tokenizer.pad_token_id),
+        "speed": measure_speed(cfg, model, student, encoded["test"].ids, splits["test"].ids,
+                               tokenizer.pad_token_id),
         "artifacts": {"teacher": teacher.key, "targets": targets.key,
                       "teacher_reused": teacher.reused, "targets_reused": targets.reused},
         "seconds": round(time.perf_counter() - started, 1),
     }
+    if data.task != "tagging":
+        metrics["majority_baseline"] = {"test": {"accuracy": majority_baseline(
+            data.splits["labeled"]["label"][:], data.splits["test"]["label"][:])}}
     write_json_atomic(run_dir / "metrics.json", metrics)
     return metrics
+
+
+def gold_labels(data: TaskData, split: str, encoded: Encoded):
+    """Per-wordpiece labels for tagging, one label per example otherwise (-1: none)."""
+    if data.task == "tagging":
+        return encoded.token_labels
+    return torch.as_tensor(data.splits[split]["label"][:], dtype=torch.long)
 
 
 def measure_speed(cfg: Config, teacher, student, teacher_ids, student_ids, teacher_pad: int) -> dict:
@@ -121,7 +140,8 @@ def save_student(student, vocab: TrimmedVocab, cfg: Config, data: TaskData, out:
     out.mkdir(parents=True, exist_ok=True)
     save_file({k: v.contiguous() for k, v in student.state_dict().items()}, out / "model.safetensors")
     vocab.save(out / "vocab.json")
-    config = {"student": OmegaConf.to_container(cfg.student), "labels": data.label_names,
+    config = {"student": OmegaConf.to_container(cfg.student), "task": data.task,
+              "labels": model_labels(data.task, data.label_names),
               "teacher_tokenizer_max_length": cfg.teacher.max_length}
     (out / "config.json").write_text(json.dumps(config, indent=2))
 

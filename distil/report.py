@@ -23,11 +23,12 @@ def collect(root: Path) -> pd.DataFrame:
                "overrides": metrics.get("overrides", [])}
         row["status"] = metrics.get("status", "unknown")
         if row["status"] == "ok":
-            teacher, student = metrics["teacher"], metrics["student"]
+            teacher, student, metric = metrics["teacher"], metrics["student"], metrics["metric"]
             row.update({
-                "teacher_test_acc": 100 * teacher["test"]["accuracy"],
-                "student_dev_acc": 100 * student["dev"]["accuracy"],
-                "student_test_acc": 100 * student["test"]["accuracy"],
+                "metric": metric,
+                "teacher_test": 100 * teacher["test"][metric],
+                "student_dev": 100 * student["dev"][metric],
+                "student_test": 100 * student["test"][metric],
                 "teacher_params_M": teacher["params"] / 1e6,
                 "student_params_M": student["params"] / 1e6,
                 "speedup": metrics.get("speed", {}).get("speedup"),

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
 from distil.config import ScheduleConfig, StageConfig, TrainerConfig
-from distil.data.batching import pad, shuffled_batches
+from distil.data.batching import pad, pad_labels, shuffled_batches
 from distil.errors import DistilError
-from distil.evaluate import accuracy, student_logits
 from distil.losses import LOSSES, weighted_loss
 from distil.train import fit
 
@@ -23,19 +23,43 @@ STAGE_DATA = ("labeled", "transfer")
 
 @dataclass
 class StudentSplit:
-    """One split as the student sees it: trimmed-vocabulary ids plus targets."""
+    """One split as the student sees it: trimmed-vocabulary ids plus targets.
+
+    Sequence tasks: labels [N] and teacher_logits [N, C]. Tagging: per sentence, a list
+    of wordpiece labels and a [len, C] tensor. A missing gold label is -1 (transfer set).
+    """
 
     ids: list[list[int]]
-    labels: torch.Tensor  # gold label, or -1 where there is none (transfer set)
-    teacher_logits: torch.Tensor
+    labels: torch.Tensor | list[list[int]]
+    teacher_logits: torch.Tensor | list[torch.Tensor]
+
+    @property
+    def per_token(self) -> bool:
+        return isinstance(self.labels, list)
+
+    def batch(self, rows, pad_id: int):
+        """(ids, mask, labels, teacher_logits) for these rows, padded to the longest."""
+        ids, mask = pad([self.ids[i] for i in rows], pad_id)
+        if not self.per_token:
+            return ids, mask, self.labels[rows], self.teacher_logits[rows]
+        labels = pad_labels([self.labels[i] for i in rows], ids.shape[1])
+        teacher = torch.zeros((len(rows), ids.shape[1], self.teacher_logits[rows[0]].shape[-1]))
+        for k, row in enumerate(rows):
+            teacher[k, : len(self.teacher_logits[row])] = self.teacher_logits[row]
+        return ids, mask, labels, teacher
 
     @staticmethod
     def concat(parts: list[StudentSplit]) -> StudentSplit:
-        return StudentSplit(
-            [seq for p in parts for seq in p.ids],
-            torch.cat([p.labels for p in parts]),
-            torch.cat([p.teacher_logits for p in parts]),
-        )
+        ids = [seq for p in parts for seq in p.ids]
+        if parts[0].per_token:
+            return StudentSplit(ids, [row for p in parts for row in p.labels],
+                                [row for p in parts for row in p.teacher_logits])
+        return StudentSplit(ids, torch.cat([p.labels for p in parts]),
+                            torch.cat([p.teacher_logits for p in parts]))
+
+
+# (model, split name) -> scores of that split, e.g. {"accuracy": 0.9}; built by the pipeline
+SplitEvaluator = Callable[[torch.nn.Module, str], dict]
 
 
 def validate_schedule(schedule: ScheduleConfig, trainer: TrainerConfig) -> None:
@@ -64,12 +88,14 @@ def run_schedule(
     trainer: TrainerConfig,
     model: torch.nn.Module,
     splits: dict[str, StudentSplit],
+    evaluate: SplitEvaluator,
+    metric: str,
     seed: int,
     pad_id: int = 0,
 ) -> list[dict]:
-    """Train `model` stage by stage; returns per-stage dev/test accuracy (test only reported)."""
+    """Train `model` stage by stage; returns per-stage dev/test scores (test only reported)."""
     rng = np.random.default_rng(seed)
-    return [train_stage(schedule.name, stage, trainer, model, splits, rng, pad_id)
+    return [train_stage(schedule.name, stage, trainer, model, splits, evaluate, metric, rng, pad_id)
             for stage in schedule.stages]
 
 
@@ -79,6 +105,8 @@ def train_stage(
     trainer: TrainerConfig,
     model: torch.nn.Module,
     splits: dict[str, StudentSplit],
+    evaluate: SplitEvaluator,
+    metric: str,
     rng: np.random.Generator,
     pad_id: int,
 ) -> dict:
@@ -94,30 +122,25 @@ def train_stage(
     )
 
     def loss_fn(rows: np.ndarray) -> torch.Tensor:
-        ids, mask = pad([pool.ids[i] for i in rows], pad_id)
-        logits = model(ids, mask)["logits"]
-        return weighted_loss(weights, logits, pool.labels[rows], pool.teacher_logits[rows])
-
-    def split_accuracy(name: str) -> float:
-        split = splits[name]
-        return accuracy(student_logits(model, split.ids, pad_id, trainer.eval_batch_size), split.labels)
+        ids, mask, labels, teacher = pool.batch(rows, pad_id)
+        return weighted_loss(weights, model(ids, mask)["logits"], labels, teacher)
 
     result = fit(
         model, optimizer,
         lambda epoch: shuffled_batches(len(pool.ids), trainer.batch_size, rng),
-        loss_fn, lambda: split_accuracy("dev"),
+        loss_fn, lambda: evaluate(model, "dev")[metric],
         epochs=stage.epochs or trainer.epochs,
         patience=stage.patience or trainer.patience,
         grad_clip=trainer.grad_clip,
         description=f"{schedule_name} {stage.name} ({'+'.join(weights)})",
     )
-    test_accuracy = split_accuracy("test")  # reported only; never used to select
-    log.info("stage %s: dev accuracy %.4f (epoch %d), test accuracy %.4f",
-             stage.name, result.best_dev, result.best_epoch, test_accuracy)
+    dev, test = evaluate(model, "dev"), evaluate(model, "test")  # test is reported, never selects
+    log.info("stage %s: dev %s %.4f (epoch %d), test %s %.4f",
+             stage.name, metric, dev[metric], result.best_epoch, metric, test[metric])
     return {
         "name": stage.name, "losses": weights, "data": list(stage.data),
         "examples": len(pool.ids), "best_epoch": result.best_epoch,
         "epochs_run": result.epochs_run, "seconds": round(result.seconds, 1),
-        "dev": {"accuracy": result.best_dev}, "test": {"accuracy": test_accuracy},
+        "dev": dev, "test": test,
         "history": result.history,
     }

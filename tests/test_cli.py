@@ -60,7 +60,7 @@ def test_multirun_and_report(tmp_path):
     result = run([REPORT, str(sweeps[0])], cwd=tmp_path)
     table = pd.read_csv(sweeps[0] / "table.csv")
     assert sorted(table["schedule"]) == ["d0", "hard"]
-    assert table["student_test_acc"].between(0, 100).all()
+    assert table["student_test"].between(0, 100).all() and set(table["metric"]) == {"accuracy"}
     markdown = (sweeps[0] / "table.md").read_text()
     assert markdown.splitlines()[0].split("|")[1].strip() == "run" and "hard" in markdown
     assert "wrote" in result.stdout

@@ -6,6 +6,7 @@ import torch
 
 from distil.cli import CONF_DIR
 from distil.data.batching import pad
+from distil.evaluate import accuracy, student_logits
 from distil.losses import weighted_loss
 from distil.overrides import group_options
 from distil.schedule import StudentSplit, run_schedule
@@ -37,7 +38,7 @@ def test_schedule_loss_goes_down(smoke_cfg, name):
     cfg = smoke_cfg(f"schedule={name}")
     torch.manual_seed(0)
     splits = fake_splits()
-    model = build_student(cfg.student, vocab_size=16, num_labels=3)
+    model = build_student(cfg.student, vocab_size=16, num_labels=3, task="classification")
     for stage in cfg.schedule.stages:
         pool = StudentSplit.concat([splits[d] for d in stage.data])
         optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
@@ -56,8 +57,13 @@ def test_schedule_loss_goes_down(smoke_cfg, name):
 def test_schedule_runs_and_reports_every_stage(smoke_cfg, name):
     cfg = smoke_cfg(f"schedule={name}", "trainer.epochs=2")
     torch.manual_seed(0)
-    model = build_student(cfg.student, vocab_size=16, num_labels=3)
-    stages = run_schedule(cfg.schedule, cfg.trainer, model, fake_splits(), seed=0)
+    model = build_student(cfg.student, vocab_size=16, num_labels=3, task="classification")
+    splits = fake_splits()
+
+    def evaluate(student, name):
+        return {"accuracy": accuracy(student_logits(student, splits[name].ids, 0, 64), splits[name].labels)}
+
+    stages = run_schedule(cfg.schedule, cfg.trainer, model, splits, evaluate, "accuracy", seed=0)
     assert [s["name"] for s in stages] == [s.name for s in cfg.schedule.stages]
     for stage in stages:
         assert 0.0 <= stage["dev"]["accuracy"] <= 1.0 and 0.0 <= stage["test"]["accuracy"] <= 1.0

@@ -28,3 +28,11 @@ def length_sorted_batches(lengths: Sequence[int], batch_size: int) -> list[np.nd
     """Batches of similar length: inference pads far less (4x faster than fixed padding)."""
     order = np.argsort(np.asarray(lengths), kind="stable")
     return [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
+
+
+def pad_labels(sequences: Sequence[Sequence[int]], width: int, fill: int = -100) -> torch.Tensor:
+    """Per-token labels padded to `width` with `fill` (ignored by the losses)."""
+    labels = torch.full((len(sequences), width), fill, dtype=torch.long)
+    for row, seq in enumerate(sequences):
+        labels[row, : len(seq)] = torch.as_tensor(seq, dtype=torch.long)
+    return labels

@@ -1,16 +1,29 @@
-"""Read a dataset's files into HF `datasets` with two columns: text and label (a string)."""
+"""Read a dataset into HF `datasets` with canonical columns, local copy first, hub second.
+
+Canonical columns by task:
+  classification: text, label          pair: text, text_pair, label
+  tagging: tokens, tags                every task: language ("" when the dataset has none)
+Labels and tags are strings here; split.py maps them to ids.
+"""
 
 from __future__ import annotations
 
+import gzip
 import importlib.util
+import re
 from pathlib import Path
 
 import datasets
 
 from distil.config import DatasetConfig
+from distil.data.conll import read_conll
 from distil.errors import DistilError
 
-TABULAR_BUILDERS = {"tsv": ("csv", {"delimiter": "\t"}), "csv": ("csv", {}), "jsonl": ("json", {})}
+TASKS = ("classification", "pair", "tagging")
+TABULAR_BUILDERS = {"tsv": ("csv", {"delimiter": "\t"}), "csv": ("csv", {}), "jsonl": ("json", {}),
+                    "parquet": ("parquet", {})}
+FORMATS = ("folders", "conll", *TABULAR_BUILDERS)
+HTML_TAG = re.compile(r"<[^>]+>")
 
 
 def resolve_data_path(path: str, data_dir: str) -> Path:
@@ -28,31 +41,94 @@ def resolve_data_path(path: str, data_dir: str) -> Path:
     return resolved if resolved.is_absolute() else Path(data_dir) / resolved
 
 
-def load_raw_splits(cfg: DatasetConfig, data_dir: str) -> dict[str, datasets.Dataset]:
-    """Every split the dataset ships, as datasets with `text` and `label` (str) columns."""
-    root = resolve_data_path(cfg.path, data_dir)
-    if not root.is_dir():
+def load_raw_splits(
+    cfg: DatasetConfig, data_dir: str, hub_offline: bool = True
+) -> dict[str, datasets.Dataset]:
+    """Every split the dataset ships, with canonical columns."""
+    _check_config(cfg)
+    root = resolve_data_path(cfg.path, data_dir) if cfg.path else None
+    if root is not None and root.is_dir():
+        splits = _load_local(cfg, root)
+    elif cfg.hub is not None:
+        splits = _load_hub(cfg, root, hub_offline)
+    else:
         raise DistilError(
             f"dataset '{cfg.name}': directory {root} does not exist; "
             f"set paths.data_dir (now {data_dir!r}) or dataset.path to where the data lives"
         )
-    if cfg.format == "folders":
-        splits = {"train": _load_class_folders(root)}
-    elif cfg.format in TABULAR_BUILDERS:
-        splits = {split: _load_table(cfg, root / name) for split, name in cfg.files.items()}
-    else:
-        raise DistilError(
-            f"dataset '{cfg.name}': unknown format '{cfg.format}'; "
-            f"use one of: folders, {', '.join(TABULAR_BUILDERS)}"
-        )
     if "train" not in splits:
-        raise DistilError(f"dataset '{cfg.name}': no 'train' entry in dataset.files; add one")
+        raise DistilError(f"dataset '{cfg.name}': no 'train' split; add dataset.files.train")
     for split, ds in splits.items():
         if len(ds) == 0:
             raise DistilError(
                 f"dataset '{cfg.name}': the {split} split is empty; point dataset.files.{split} "
                 f"at a file with at least one example"
             )
+    if cfg.strip_html:
+        splits = {name: ds.map(_strip_html) for name, ds in splits.items()}
+    return splits
+
+
+def load_unlabeled_file(cfg: DatasetConfig, data_dir: str) -> datasets.Dataset:
+    """The dataset's extra unlabeled text (one example per line) as a `text` column."""
+    if cfg.task != "classification" or not cfg.unlabeled_file or not cfg.path:
+        raise DistilError(
+            f"dataset '{cfg.name}' has no unlabeled_file for transfer_size source=file; "
+            f"use a transfer_size drawn from the pool, or set dataset.unlabeled_file"
+        )
+    file = resolve_data_path(cfg.path, data_dir) / cfg.unlabeled_file
+    if not file.is_file():
+        raise DistilError(f"dataset '{cfg.name}': unlabeled file {file} not found; check paths.data_dir")
+    opener = gzip.open if file.suffix == ".gz" else open
+    with opener(file, "rt", encoding="utf-8", errors="replace") as handle:
+        texts = [line.strip() for line in handle if line.strip()]
+    ds = datasets.Dataset.from_dict({"text": texts})
+    return ds.map(_strip_html) if cfg.strip_html else ds
+
+
+def _check_config(cfg: DatasetConfig) -> None:
+    if cfg.task not in TASKS:
+        raise DistilError(f"dataset '{cfg.name}': unknown task '{cfg.task}'; use one of: {', '.join(TASKS)}")
+    if cfg.format not in FORMATS:
+        raise DistilError(f"dataset '{cfg.name}': unknown format '{cfg.format}'; use one of: {', '.join(FORMATS)}")
+    if cfg.task == "pair" and not cfg.text_pair_column:
+        raise DistilError(f"dataset '{cfg.name}': a pair task needs dataset.text_pair_column")
+    if cfg.format == "folders" and cfg.task != "classification":
+        raise DistilError(f"dataset '{cfg.name}': format 'folders' holds classification data only")
+    if cfg.format == "conll" and cfg.task != "tagging":
+        raise DistilError(f"dataset '{cfg.name}': format 'conll' holds tagging data only; set dataset.task=tagging")
+
+
+def _load_local(cfg: DatasetConfig, root: Path) -> dict[str, datasets.Dataset]:
+    if cfg.format == "folders":
+        return {"train": _with_language(_load_class_folders(root), "")}
+    splits = {}
+    for split, template in cfg.files.items():
+        parts = [_with_language(_load_file(cfg, root / template.format(lang=lang)), lang)
+                 for lang in (cfg.languages or [""])]
+        splits[split] = datasets.concatenate_datasets(parts)
+    return splits
+
+
+def _load_hub(cfg: DatasetConfig, local: Path | None, hub_offline: bool) -> dict[str, datasets.Dataset]:
+    where = f"no local copy at {local} and " if local else ""
+    if hub_offline:
+        raise DistilError(
+            f"dataset '{cfg.name}': {where}the hub is offline; put a copy there (set paths.data_dir "
+            f"or dataset.path), or run with hub_offline=false where the hub is reachable"
+        )
+    splits = {}
+    for split, hub_split in cfg.hub.splits.items():
+        parts = []
+        for lang in cfg.languages or [""]:
+            config = cfg.hub.config.format(lang=lang) if cfg.hub.config else None
+            try:
+                ds = datasets.load_dataset(cfg.hub.name, config, split=hub_split)
+            except Exception as error:  # connection, missing config, ...: all end the run
+                raise DistilError(f"dataset '{cfg.name}': cannot load {cfg.hub.name}/{config} "
+                                  f"from the hub: {error}") from error
+            parts.append(_with_language(_canonical_columns(cfg, _names_for_class_labels(ds), "hub"), lang))
+        splits[split] = datasets.concatenate_datasets(parts)
     return splits
 
 
@@ -65,36 +141,73 @@ def _load_class_folders(root: Path) -> datasets.Dataset:
     return datasets.Dataset.from_dict({"text": texts, "label": labels})
 
 
-def _has_rows(file: Path, header: bool) -> bool:
-    with file.open(encoding="utf-8", errors="replace") as handle:
-        non_empty = (line for line in handle if line.strip())
-        return next(non_empty, None) is not None and (not header or next(non_empty, None) is not None)
-
-
-def _load_table(cfg: DatasetConfig, file: Path) -> datasets.Dataset:
+def _load_file(cfg: DatasetConfig, file: Path) -> datasets.Dataset:
     if not file.is_file():
-        raise DistilError(
-            f"dataset '{cfg.name}': file {file} not found; check paths.data_dir and dataset.files"
-        )
-    if not _has_rows(file, header=cfg.format != "jsonl"):
-        raise DistilError(
-            f"dataset '{cfg.name}': {file} has no examples; point dataset.files at a file "
-            f"with at least one example"
-        )
+        raise DistilError(f"dataset '{cfg.name}': file {file} not found; check paths.data_dir and dataset.files")
+    if cfg.format == "conll":
+        return datasets.Dataset.from_dict(read_conll(file, tag_column=cfg.conll_tag_column))
+    if cfg.format != "parquet" and not _has_rows(file, header=cfg.format in ("tsv", "csv")):
+        raise DistilError(f"dataset '{cfg.name}': {file} has no examples; point dataset.files at a file "
+                          f"with at least one example")
     builder, options = TABULAR_BUILDERS[cfg.format]
-    if cfg.format != "jsonl":
+    if cfg.format in ("tsv", "csv"):
         # QUOTE_NONE: sentences contain bare quotes; "NA" is a word, not a missing value.
         options = {**options, "keep_default_na": False, "quoting": 3}
     try:
         ds = datasets.load_dataset(builder, data_files=str(file), split="train", **options)
     except Exception as error:  # the builders raise many types for a malformed file
         raise DistilError(f"dataset '{cfg.name}': cannot parse {file}: {error}") from error
-    for role, column in (("text_column", cfg.text_column), ("label_column", cfg.label_column)):
+    return _canonical_columns(cfg, ds, file.name)
+
+
+def _canonical_columns(cfg: DatasetConfig, ds: datasets.Dataset, source: str) -> datasets.Dataset:
+    if cfg.task == "tagging":
+        wanted = {"tokens_column": cfg.tokens_column, "tags_column": cfg.tags_column}
+        renames = {cfg.tokens_column: "tokens", cfg.tags_column: "tags"}
+    else:
+        wanted = {"text_column": cfg.text_column, "label_column": cfg.label_column}
+        renames = {cfg.text_column: "text", cfg.label_column: "label"}
+        if cfg.task == "pair":
+            wanted["text_pair_column"] = cfg.text_pair_column
+            renames[cfg.text_pair_column] = "text_pair"
+    for role, column in wanted.items():
         if column not in ds.column_names:
             raise DistilError(
-                f"dataset '{cfg.name}': {file.name} has no column '{column}'; "
+                f"dataset '{cfg.name}': {source} has no column '{column}'; "
                 f"set dataset.{role} to one of: {', '.join(ds.column_names)}"
             )
-    ds = ds.select_columns([cfg.text_column, cfg.label_column])
-    ds = ds.rename_columns({cfg.text_column: "text", cfg.label_column: "label"})
+    ds = ds.select_columns(list(renames)).rename_columns(renames)
+    if cfg.task == "tagging":
+        return ds.cast_column("tags", datasets.Sequence(datasets.Value("string")))
+    for column in ("text", "text_pair"):
+        if column in ds.column_names:
+            ds = ds.cast_column(column, datasets.Value("string"))
     return ds.cast_column("label", datasets.Value("string"))
+
+
+def _names_for_class_labels(ds: datasets.Dataset) -> datasets.Dataset:
+    """Hub datasets store labels as ClassLabel ids: turn them into their names."""
+    for column, feature in ds.features.items():
+        if isinstance(feature, datasets.ClassLabel):
+            names = [feature.int2str(i) for i in ds[column]]
+        elif isinstance(getattr(feature, "feature", None), datasets.ClassLabel):
+            names = [[feature.feature.int2str(i) for i in row] for row in ds[column]]
+        else:
+            continue
+        ds = ds.remove_columns(column).add_column(column, names)
+    return ds
+
+
+def _with_language(ds: datasets.Dataset, lang: str) -> datasets.Dataset:
+    return ds.add_column("language", [lang] * len(ds))
+
+
+def _strip_html(row: dict) -> dict:
+    return {key: HTML_TAG.sub(" ", row[key]) for key in ("text", "text_pair") if key in row}
+
+
+def _has_rows(file: Path, header: bool) -> bool:
+    opener = gzip.open if file.suffix == ".gz" else open
+    with opener(file, "rt", encoding="utf-8", errors="replace") as handle:
+        non_empty = (line for line in handle if line.strip())
+        return next(non_empty, None) is not None and (not header or next(non_empty, None) is not None)

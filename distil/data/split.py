@@ -1,43 +1,53 @@
 """Derive the splits a distillation run needs: labeled, transfer (unlabeled), dev, test.
 
 Test and dev come from the dataset's own files when it ships them; otherwise they
-are carved from train, stratified, with `dataset.split.seed` so every run shares one
-test set. The labeled subset and the transfer set are drawn with the run seed.
+are carved from train, stratified by label (or by language for tagging), with
+`dataset.split.seed` so every run shares one test set. The labeled subset (N per
+class, or N sentences per language) and the transfer set are drawn with the run seed;
+the transfer set is the rest of train with its labels dropped, or an external file.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 from dataclasses import dataclass
 
 import datasets
 import numpy as np
 
 from distil.config import DatasetConfig, TransferSizeConfig
-from distil.data.load import load_raw_splits
+from distil.data.load import load_raw_splits, load_unlabeled_file
 from distil.errors import DistilError
 
 SPLITS = ("labeled", "transfer", "dev", "test")
+NO_LABEL = -1  # a transfer-set example (or token) has no gold label
 
 
 @dataclass
 class TaskData:
-    label_names: list[str]
-    # labeled/dev/test: columns text, label (int); transfer: text, label = -1
+    task: str  # classification | pair | tagging
+    label_names: list[str]  # class names, or IOB2 tag names for tagging
+    languages: list[str]  # [""] when the dataset is not multilingual
+    # labeled/dev/test carry gold labels (tagging: `tags` as ids); transfer carries NO_LABEL
     splits: dict[str, datasets.Dataset]
 
     @property
     def num_labels(self) -> int:
         return len(self.label_names)
 
+    @property
+    def multilingual(self) -> bool:
+        return self.languages != [""]
+
     def fingerprint(self, *names: str) -> str:
         """Content hash of the named splits: changes whenever their bytes change."""
-        digest = hashlib.sha256("\x1f".join(self.label_names).encode())
+        digest = hashlib.sha256(json.dumps([self.task, self.label_names]).encode())
         for name in names:
             ds = self.splits[name]
             digest.update(f"\x1e{name}:{len(ds)}".encode())
-            for text, label in zip(ds["text"], ds["label"], strict=True):
-                digest.update(f"{label}\x1f{text}\x1e".encode())
+            for column in sorted(ds.column_names):
+                digest.update(json.dumps(ds[column][:], ensure_ascii=False).encode())
         return digest.hexdigest()
 
     def summary(self) -> dict[str, int]:
@@ -45,70 +55,104 @@ class TaskData:
 
 
 def build_task_data(
-    cfg: DatasetConfig, transfer: TransferSizeConfig, data_dir: str, seed: int
+    cfg: DatasetConfig, transfer: TransferSizeConfig, data_dir: str, seed: int, hub_offline: bool = True
 ) -> TaskData:
-    raw = load_raw_splits(cfg, data_dir)
-    label_names = list(cfg.labels) if cfg.labels else sorted(set(raw["train"]["label"]))
+    raw = load_raw_splits(cfg, data_dir, hub_offline)
+    label_key = "tags" if cfg.task == "tagging" else "label"
+    label_names = list(cfg.labels) if cfg.labels else _labels_found(raw["train"], label_key)
+    languages = list(cfg.languages) if cfg.languages else [""]
     encoded = {name: _encode_labels(cfg, name, ds, label_names) for name, ds in raw.items()}
 
+    # Stratify the carving by label, or by language for tagging.
+    strata = "language" if cfg.task == "tagging" else "label"
     train = encoded["train"]
     carve_rng = np.random.default_rng(cfg.split.seed)
     if "test" not in encoded:
-        train, encoded["test"] = _stratified_split(train, cfg.split.test_fraction, carve_rng)
+        train, encoded["test"] = _stratified_split(train, strata, cfg.split.test_fraction, carve_rng)
     if "dev" not in encoded:
-        train, encoded["dev"] = _stratified_split(train, cfg.split.dev_fraction, carve_rng)
+        train, encoded["dev"] = _stratified_split(train, strata, cfg.split.dev_fraction, carve_rng)
 
     run_rng = np.random.default_rng(seed)
-    if cfg.split.labeled_per_class is None:
-        labeled, pool = train, train.select([])
-    else:
-        labeled, pool = _take_per_class(cfg, train, cfg.split.labeled_per_class, label_names, run_rng)
-    transfer_set = _draw_transfer(pool, transfer, len(labeled), run_rng)
-    transfer_set = transfer_set.map(lambda _: {"label": -1})
-    return TaskData(
-        label_names,
-        {"labeled": labeled, "transfer": transfer_set, "dev": encoded["dev"], "test": encoded["test"]},
-    )
+    labeled, pool = _take_labeled(cfg, train, label_names, run_rng)
+    if transfer.source == "file":
+        pool = load_unlabeled_file(cfg, data_dir)
+        pool = pool.add_column("language", [""] * len(pool)).add_column("label", [NO_LABEL] * len(pool))
+    elif transfer.source != "pool":
+        raise DistilError(f"transfer_size '{transfer.name}': unknown source '{transfer.source}'; "
+                          f"use pool or file")
+    transfer_set = _drop_labels(_draw_transfer(pool, transfer, len(labeled), run_rng))
+    splits = {"labeled": labeled, "transfer": transfer_set, "dev": encoded["dev"], "test": encoded["test"]}
+    return TaskData(cfg.task, label_names, languages, splits)
+
+
+def _labels_found(train: datasets.Dataset, key: str) -> list[str]:
+    values = train[key][:]
+    if key == "tags":
+        return sorted({tag for tags in values for tag in tags})
+    return sorted(set(values))
 
 
 def _encode_labels(cfg: DatasetConfig, split: str, ds: datasets.Dataset, names: list[str]):
     index = {name: i for i, name in enumerate(names)}
-    unknown = sorted(set(ds["label"]) - set(index))
+    if cfg.task == "tagging":
+        found = {tag for tags in ds["tags"][:] for tag in tags}
+    else:
+        found = set(ds["label"][:])
+    unknown = sorted(found - set(index))
     if unknown:
         raise DistilError(
             f"dataset '{cfg.name}': {split} split has labels {unknown[:5]} outside the label set "
             f"{names}; fix the data or list every label in dataset.labels"
         )
-    return ds.map(lambda row: {"label": index[row["label"]]}, features=_features())
+    if cfg.task == "tagging":
+        return ds.map(lambda row: {"tags": [index[t] for t in row["tags"]]},
+                      features=_with_feature(ds, "tags", datasets.Sequence(datasets.Value("int64"))))
+    return ds.map(lambda row: {"label": index[row["label"]]},
+                  features=_with_feature(ds, "label", datasets.Value("int64")))
 
 
-def _features() -> datasets.Features:
-    return datasets.Features({"text": datasets.Value("string"), "label": datasets.Value("int64")})
+def _with_feature(ds: datasets.Dataset, column: str, feature) -> datasets.Features:
+    features = ds.features.copy()
+    features[column] = feature
+    return features
 
 
-def _stratified_split(ds: datasets.Dataset, fraction: float, rng: np.random.Generator):
-    """Split off `fraction` of every class; returns (rest, held_out)."""
-    labels = np.asarray(ds["label"])
+def _stratified_split(ds: datasets.Dataset, column: str, fraction: float, rng: np.random.Generator):
+    """Split off `fraction` of every stratum; returns (rest, held_out)."""
+    strata = np.asarray(ds[column][:])
     held = []
-    for label in np.unique(labels):
-        members = rng.permutation(np.flatnonzero(labels == label))
+    for value in np.unique(strata):
+        members = rng.permutation(np.flatnonzero(strata == value))
         held.extend(members[: max(1, round(fraction * len(members)))].tolist())
     held_set = set(held)
     rest = [i for i in range(len(ds)) if i not in held_set]
     return ds.select(rest), ds.select(sorted(held))
 
 
-def _take_per_class(cfg, ds, per_class: int, names: list[str], rng: np.random.Generator):
-    labels = np.asarray(ds["label"])
+def _take_labeled(cfg: DatasetConfig, ds: datasets.Dataset, names: list[str], rng: np.random.Generator):
+    """(labeled, unlabeled pool): N per class, N per language, or everything labeled."""
+    per_class, per_language = cfg.split.labeled_per_class, cfg.split.labeled_per_language
+    if per_class is not None and cfg.task == "tagging":
+        raise DistilError(f"dataset '{cfg.name}': tagging data has no classes; use "
+                          f"dataset.split.labeled_per_language instead of labeled_per_class")
+    if per_class is not None:
+        column, size, groups = "label", per_class, {i: f"class '{n}'" for i, n in enumerate(names)}
+    elif per_language is not None:
+        langs = cfg.languages or [""]
+        column, size, groups = "language", per_language, {lang: f"language '{lang or cfg.name}'" for lang in langs}
+    else:
+        return ds, ds.select([])
+    values = np.asarray(ds[column][:])
     chosen = []
-    for label in range(len(names)):
-        members = np.flatnonzero(labels == label)
-        if len(members) < per_class:
+    for value, what in groups.items():
+        members = np.flatnonzero(values == value)
+        if len(members) < size:
+            setting = "labeled_per_class" if column == "label" else "labeled_per_language"
             raise DistilError(
-                f"dataset '{cfg.name}': class '{names[label]}' has {len(members)} training "
-                f"examples, fewer than labeled_per_class={per_class}; lower dataset.split.labeled_per_class"
+                f"dataset '{cfg.name}': {what} has {len(members)} training examples, fewer than "
+                f"{setting}={size}; lower dataset.split.{setting}"
             )
-        chosen.extend(rng.choice(members, size=per_class, replace=False).tolist())
+        chosen.extend(rng.choice(members, size=size, replace=False).tolist())
     chosen_set = set(chosen)
     rest = [i for i in range(len(ds)) if i not in chosen_set]
     return ds.select(sorted(chosen)), ds.select(rest)
@@ -127,3 +171,9 @@ def _draw_transfer(pool, cfg: TransferSizeConfig, n_labeled: int, rng: np.random
             f"{len(pool)}; choose a smaller transfer_size"
         )
     return pool.select(sorted(rng.choice(len(pool), size=wanted, replace=False).tolist()))
+
+
+def _drop_labels(ds: datasets.Dataset) -> datasets.Dataset:
+    if "tags" in ds.column_names:
+        return ds.map(lambda row: {"tags": [NO_LABEL] * len(row["tags"])})
+    return ds.map(lambda _: {"label": NO_LABEL})

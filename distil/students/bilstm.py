@@ -9,6 +9,9 @@ from distil.config import StudentConfig
 
 
 class BiLSTMClassifier(nn.Module):
+    # A pair is read as the teacher reads it: [CLS] a [SEP] b [SEP] in one sequence.
+    TASKS = ("classification", "pair")
+
     def __init__(self, vocab_size: int, embedding_dim: int, hidden_size: int,
                  num_labels: int, dropout: float, pad_id: int = 0):
         super().__init__()

@@ -11,9 +11,11 @@ from typing import Any
 import torch
 from transformers import (
     AutoModelForSequenceClassification,
+    AutoModelForTokenClassification,
     AutoTokenizer,
     BertConfig,
     BertForSequenceClassification,
+    BertForTokenClassification,
     BertTokenizer,
 )
 
@@ -59,16 +61,21 @@ def resolve_source(cfg: TeacherConfig) -> str:
     return cfg.name_or_path
 
 
-def load_pretrained(cfg: TeacherConfig, num_labels: int, seed: int, hub_offline: bool):
-    """(model with a fresh classification head, tokenizer) before fine-tuning."""
+def auto_model_class(task: str):
+    """Sequence heads for classification and pairs, a token head for tagging."""
+    return AutoModelForTokenClassification if task == "tagging" else AutoModelForSequenceClassification
+
+
+def load_pretrained(cfg: TeacherConfig, task: str, num_labels: int, seed: int, hub_offline: bool):
+    """(model with a fresh task head, tokenizer) before fine-tuning."""
     torch.manual_seed(seed)
     if cfg.name_or_path == "random":
-        return _random_bert(cfg, num_labels)
+        return _random_bert(cfg, task, num_labels)
     source = resolve_source(cfg)
     local_only = hub_offline and not Path(source).is_dir()
     try:
         tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=local_only)
-        model = AutoModelForSequenceClassification.from_pretrained(
+        model = auto_model_class(task).from_pretrained(
             source, num_labels=num_labels, local_files_only=local_only
         )
     except OSError as error:
@@ -82,16 +89,17 @@ def load_pretrained(cfg: TeacherConfig, num_labels: int, seed: int, hub_offline:
     return model, tokenizer
 
 
-def load_finetuned(path: Path):
+def load_finetuned(path: Path, task: str):
     """(model, tokenizer) from a fine-tuned teacher artifact directory."""
-    model = AutoModelForSequenceClassification.from_pretrained(path, local_files_only=True)
+    model = auto_model_class(task).from_pretrained(path, local_files_only=True)
     tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
     return model.eval(), tokenizer
 
 
-def _random_bert(cfg: TeacherConfig, num_labels: int):
+def _random_bert(cfg: TeacherConfig, task: str, num_labels: int):
     if cfg.random_init is None:
         raise DistilError(f"teacher '{cfg.name}': name_or_path=random needs a random_init block")
     tokenizer = BertTokenizer(vocab={word: i for i, word in enumerate(TINY_VOCAB)})
     config = BertConfig(vocab_size=len(TINY_VOCAB), num_labels=num_labels, **cfg.random_init)
-    return BertForSequenceClassification(config), tokenizer
+    model_class = BertForTokenClassification if task == "tagging" else BertForSequenceClassification
+    return model_class(config), tokenizer
