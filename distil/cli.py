@@ -44,12 +44,13 @@ def _run(cfg: DictConfig) -> float | None:
         return None
     print_run(metrics)
     print(f"metrics: {run_dir / 'metrics.json'}")
-    return metrics["student"]["dev"]["accuracy"]  # sweepers optimise dev, never test
+    return metrics["student"]["dev"][metrics["metric"]]  # sweepers optimise dev, never test
 
 
 def main() -> None:
     from distil.overrides import check_overrides
 
+    _failed_runs.clear()  # one invocation's sweep failures only
     problem = check_overrides(sys.argv[1:], CONF_DIR)
     if problem:
         print(f"distil: error: {problem}", file=sys.stderr)

@@ -72,6 +72,9 @@ class StageConfig:
 class ScheduleConfig:
     name: str = MISSING
     description: str = ""
+    # One student per language (XtremeDistil D0) instead of one over all languages (D0-S);
+    # only matters for multilingual datasets.
+    per_language: bool = False
     stages: list[StageConfig] = MISSING
 
 
@@ -85,6 +88,8 @@ class SplitConfig:
     labeled_per_class: int | None = None  # classification/pair: N labeled examples per class
     labeled_per_language: int | None = None  # tagging: N labeled sentences per language
     # both None: every training example is labeled
+    # dev and test capped at N examples per language (drawn with `seed`): CPU-sized evaluation
+    max_eval_per_language: int | None = None
 
 
 @dataclass

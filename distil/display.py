@@ -40,5 +40,27 @@ def run_table(metrics: dict) -> Table:
     return table
 
 
+def language_table(metrics: dict) -> Table | None:
+    """Teacher vs student test score per language, for multilingual datasets."""
+    metric = metrics["metric"]
+    teacher, student = metrics["teacher"]["test"], metrics["student"]["test"]
+    if "per_language" not in teacher or "per_language" not in student:
+        return None
+    table = Table(title=f"test {metric} % per language")
+    for column in ("language", "teacher", "student"):
+        table.add_column(column, justify="left" if column == "language" else "right")
+    for lang, value in teacher["per_language"].items():
+        table.add_row(lang, _pct(value), _pct(student["per_language"].get(lang)))
+    std = f"{metric}_std"
+    if std in teacher:
+        table.add_row("mean ± std", f"{_pct(teacher[metric])} ± {_pct(teacher[std])}",
+                      f"{_pct(student[metric])} ± {_pct(student.get(std))}")
+    return table
+
+
 def print_run(metrics: dict) -> None:
-    Console().print(run_table(metrics))
+    console = Console()
+    console.print(run_table(metrics))
+    languages = language_table(metrics)
+    if languages is not None:
+        console.print(languages)

@@ -7,6 +7,7 @@ import logging
 import os
 import random
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import datasets
@@ -39,10 +40,39 @@ def setup_runtime(cfg: Config) -> None:
     if cfg.hub_offline:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+    quiet_libraries()
+
+
+def quiet_libraries() -> None:
     datasets.disable_progress_bars()  # our own rich bars cover the long steps
     datasets.logging.set_verbosity_error()
     transformers.logging.set_verbosity_error()
     transformers.utils.logging.disable_progress_bar()
+
+
+@dataclass
+class Split:
+    """A split as the student stage sees it: examples, their wordpieces and teacher logits."""
+
+    examples: datasets.Dataset
+    encoded: Encoded
+    teacher_logits: torch.Tensor | list[torch.Tensor]
+
+    def select(self, rows: list[int]) -> Split:
+        logits = (self.teacher_logits[rows] if isinstance(self.teacher_logits, torch.Tensor)
+                  else [self.teacher_logits[i] for i in rows])
+        return Split(self.examples.select(rows), self.encoded.select(rows), logits)
+
+    def language(self, lang: str) -> Split:
+        return self.select([i for i, v in enumerate(self.examples["language"][:]) if v == lang])
+
+
+@dataclass
+class StudentResult:
+    model: torch.nn.Module
+    vocab: TrimmedVocab
+    stages: list[dict]
+    test_ids: list[list[int]]
 
 
 def run(cfg: Config, run_dir: Path, choices: dict, overrides: list[str]) -> dict:
@@ -58,30 +88,31 @@ def run(cfg: Config, run_dir: Path, choices: dict, overrides: list[str]) -> dict
     targets = ensure_targets(cfg.teacher, teacher, data, store)
 
     model, tokenizer = load_finetuned(teacher.path, data.task)
-    x_label = len(data.label_names)
-    encoded = {name: encode(data.task, tokenizer, ds, cfg.teacher.max_length, x_label)
-               for name, ds in data.splits.items()}
-    vocab = TrimmedVocab.from_sequences(encoded["labeled"].ids + encoded["transfer"].ids)
-    cached = {name: teacher_logits(load_targets(targets, name)) for name in data.splits}
     splits = {
-        name: StudentSplit([vocab.map(seq) for seq in encoded[name].ids],
-                           gold_labels(data, name, encoded[name]), cached[name])
-        for name in data.splits
+        name: Split(ds, encode(data.task, tokenizer, ds, cfg.teacher.max_length, len(data.label_names)),
+                    teacher_logits(load_targets(targets, name)))
+        for name, ds in data.splits.items()
     }
     metric = PRIMARY_METRIC[data.task]
 
-    def evaluate_split(student_model, name: str) -> dict:
-        logits = student_logits(student_model, splits[name].ids, PAD, cfg.trainer.eval_batch_size)
-        return score(data.task, logits, data.splits[name], encoded[name], data.label_names)
-
-    torch.manual_seed(cfg.seed)
-    num_outputs = len(model_labels(data.task, data.label_names))
-    student = build_student(cfg.student, len(vocab), num_outputs, data.task)
-    stages = run_schedule(cfg.schedule, cfg.trainer, student, splits, evaluate_split, metric, cfg.seed, PAD)
-    save_student(student, vocab, cfg, data, run_dir / "student")
+    if cfg.schedule.per_language and data.multilingual:
+        # XtremeDistil D0: a student per language, each seeing only its language's data.
+        results = {}
+        for lang in data.languages:
+            log.info("student for language %s", lang)
+            results[lang] = train_student(cfg, data, {n: s.language(lang) for n, s in splits.items()})
+            save_student(results[lang], cfg, data, run_dir / f"student-{lang}")
+        student = _merge_languages(results, metric)
+        first = next(iter(results.values()))
+    else:
+        first = train_student(cfg, data, splits)
+        save_student(first, cfg, data, run_dir / "student")
+        student = {"test": first.stages[-1]["test"], "dev": first.stages[-1]["dev"], "stages": first.stages}
+    student.update(params=count_params(first.model), vocab_size=len(first.vocab))
 
     def teacher_score(name: str) -> dict:
-        return score(data.task, cached[name], data.splits[name], encoded[name], data.label_names)
+        split = splits[name]
+        return score(data.task, split.teacher_logits, split.examples, split.encoded, data.label_names)
 
     metrics = {
         "status": "ok",
@@ -96,14 +127,8 @@ def run(cfg: Config, run_dir: Path, choices: dict, overrides: list[str]) -> dict
             "params": count_params(model),
             "finetune": {k: v for k, v in teacher.info.items() if k != "history"},
         },
-        "student": {
-            "test": stages[-1]["test"],
-            "dev": stages[-1]["dev"],
-            "params": count_params(student),
-            "vocab_size": len(vocab),
-            "stages": stages,
-        },
-        "speed": measure_speed(cfg, model, student, encoded["test"].ids, splits["test"].ids,
+        "student": student,
+        "speed": measure_speed(cfg, model, first.model, splits["test"].encoded.ids, first.test_ids,
                                tokenizer.pad_token_id),
         "artifacts": {"teacher": teacher.key, "targets": targets.key,
                       "teacher_reused": teacher.reused, "targets_reused": targets.reused},
@@ -116,11 +141,44 @@ def run(cfg: Config, run_dir: Path, choices: dict, overrides: list[str]) -> dict
     return metrics
 
 
-def gold_labels(data: TaskData, split: str, encoded: Encoded):
+def train_student(cfg: Config, data: TaskData, splits: dict[str, Split]) -> StudentResult:
+    """Trim a vocabulary to the training wordpieces, build the student, run the schedule."""
+    vocab = TrimmedVocab.from_sequences(splits["labeled"].encoded.ids + splits["transfer"].encoded.ids)
+    student_splits = {
+        name: StudentSplit([vocab.map(seq) for seq in split.encoded.ids], gold_labels(data, split),
+                           split.teacher_logits)
+        for name, split in splits.items()
+    }
+    metric = PRIMARY_METRIC[data.task]
+
+    def evaluate_split(model, name: str) -> dict:
+        logits = student_logits(model, student_splits[name].ids, PAD, cfg.trainer.eval_batch_size)
+        split = splits[name]
+        return score(data.task, logits, split.examples, split.encoded, data.label_names)
+
+    torch.manual_seed(cfg.seed)
+    num_outputs = len(model_labels(data.task, data.label_names))
+    model = build_student(cfg.student, len(vocab), num_outputs, data.task)
+    stages = run_schedule(cfg.schedule, cfg.trainer, model, student_splits, evaluate_split, metric, cfg.seed, PAD)
+    return StudentResult(model, vocab, stages, student_splits["test"].ids)
+
+
+def _merge_languages(results: dict[str, StudentResult], metric: str) -> dict:
+    """Per-language students -> one report: each language's score, their mean and std."""
+    merged = {"models": len(results), "stages": {lang: r.stages for lang, r in results.items()}}
+    for split in ("dev", "test"):
+        per_language = {lang: r.stages[-1][split][metric] for lang, r in results.items()}
+        values = list(per_language.values())
+        merged[split] = {metric: float(np.mean(values)), f"{metric}_std": float(np.std(values)),
+                         "per_language": per_language}
+    return merged
+
+
+def gold_labels(data: TaskData, split: Split):
     """Per-wordpiece labels for tagging, one label per example otherwise (-1: none)."""
     if data.task == "tagging":
-        return encoded.token_labels
-    return torch.as_tensor(data.splits[split]["label"][:], dtype=torch.long)
+        return split.encoded.token_labels
+    return torch.as_tensor(split.examples["label"][:], dtype=torch.long)
 
 
 def measure_speed(cfg: Config, teacher, student, teacher_ids, student_ids, teacher_pad: int) -> dict:
@@ -136,10 +194,10 @@ def measure_speed(cfg: Config, teacher, student, teacher_ids, student_ids, teach
             "student_ex_per_s": student_rate, "speedup": student_rate / teacher_rate}
 
 
-def save_student(student, vocab: TrimmedVocab, cfg: Config, data: TaskData, out: Path) -> None:
+def save_student(result: StudentResult, cfg: Config, data: TaskData, out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
-    save_file({k: v.contiguous() for k, v in student.state_dict().items()}, out / "model.safetensors")
-    vocab.save(out / "vocab.json")
+    save_file({k: v.contiguous() for k, v in result.model.state_dict().items()}, out / "model.safetensors")
+    result.vocab.save(out / "vocab.json")
     config = {"student": OmegaConf.to_container(cfg.student), "task": data.task,
               "labels": model_labels(data.task, data.label_names),
               "teacher_tokenizer_max_length": cfg.teacher.max_length}

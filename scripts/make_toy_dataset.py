@@ -1,7 +1,11 @@
-"""Write distil/resources/toy: a tiny 3-topic dataset for smoke runs and tests.
+"""Write the tiny datasets shipped in distil/resources for smoke runs and tests.
 
-Sentences come from per-topic word lists, so a model can learn the topics from a few
-dozen examples. Deterministic: re-running rewrites the same files.
+toy:      3-topic sentence classification (tsv)
+toy-pair: sentence pairs, label 1 when both sentences share a topic (tsv)
+toy-ner:  IOB2 NER in two made-up "languages" (conll, one folder per language)
+
+Sentences come from word lists, so a model can learn them from a few dozen examples.
+Deterministic: re-running rewrites the same files.
 """
 
 from pathlib import Path
@@ -23,15 +27,59 @@ def sentence(rng: np.random.Generator, words: list[str]) -> str:
     return " ".join(picks)
 
 
-def main() -> None:
-    out = Path(__file__).resolve().parent.parent / "distil" / "resources" / "toy"
+PEOPLE = "anna boris chen dara emil farah".split()
+PLACES = "paris lima oslo cairo delhi quito".split()
+ORGS = "acme globex initech umbrella".split()
+VERBS = "met visited joined left praised called".split()
+RESOURCES = Path(__file__).resolve().parent.parent / "distil" / "resources"
+
+
+def write_toy(rng: np.random.Generator) -> None:
+    out = RESOURCES / "toy"
     out.mkdir(parents=True, exist_ok=True)
-    rng = np.random.default_rng(0)
     for split, per_topic in SIZES.items():
         rows = [(sentence(rng, words), topic) for topic, words in TOPICS.items() for _ in range(per_topic)]
         order = rng.permutation(len(rows))
         lines = ["text\tlabel"] + [f"{rows[i][0]}\t{rows[i][1]}" for i in order]
         (out / f"{split}.tsv").write_text("\n".join(lines) + "\n")
+
+
+def write_toy_pair(rng: np.random.Generator) -> None:
+    out = RESOURCES / "toy-pair"
+    out.mkdir(parents=True, exist_ok=True)
+    topics = list(TOPICS)
+    for split, per_topic in SIZES.items():
+        lines = ["text\ttext_pair\tlabel"]
+        for _ in range(per_topic * len(topics)):
+            first = rng.choice(topics)
+            same = bool(rng.integers(2))
+            second = first if same else rng.choice([t for t in topics if t != first])
+            lines.append(f"{sentence(rng, TOPICS[first])}\t{sentence(rng, TOPICS[second])}\t{int(same)}")
+        (out / f"{split}.tsv").write_text("\n".join(lines) + "\n")
+
+
+def ner_sentence(rng: np.random.Generator) -> list[tuple[str, str]]:
+    person, place, org = rng.choice(PEOPLE), rng.choice(PLACES), rng.choice(ORGS)
+    words = [(person, "B-PER"), (rng.choice(VERBS), "O"), (org, "B-ORG"), ("in", "O"), (place, "B-LOC")]
+    if rng.integers(2):
+        words.insert(1, (rng.choice(PEOPLE) + "son", "I-PER"))
+    return words
+
+
+def write_toy_ner(rng: np.random.Generator) -> None:
+    for lang in ("aa", "bb"):
+        out = RESOURCES / "toy-ner" / lang
+        out.mkdir(parents=True, exist_ok=True)
+        for split, per_topic in SIZES.items():
+            blocks = ["\n".join(f"{w} {t}" for w, t in ner_sentence(rng)) for _ in range(per_topic)]
+            (out / f"{split}.txt").write_text("\n\n".join(blocks) + "\n")
+
+
+def main() -> None:
+    rng = np.random.default_rng(0)
+    write_toy(rng)
+    write_toy_pair(rng)
+    write_toy_ner(rng)
 
 
 if __name__ == "__main__":

@@ -84,7 +84,7 @@ def distil_in_process(args, cwd, monkeypatch, capsys) -> tuple[int, str, str]:
 @pytest.mark.parametrize(
     "args,message",
     [
-        (["schedule=d9"], "unknown schedule 'd9'; choose one of: d0, d1, hard"),
+        (["schedule=d9"], "unknown schedule 'd9'; choose one of: d0, d0-s, d1, hard"),
         (["teacher.lrr=1"], "unknown key 'teacher.lrr'"),
         (["dataset.files.dev=missing.tsv"], "not found; check paths.data_dir and dataset.files"),
         (["dataset.label_column=sentiment"], "no column 'sentiment'; set dataset.label_column"),
@@ -122,7 +122,7 @@ def test_report_without_metrics_fails_clearly(tmp_path, capsys):
 def test_help_lists_groups(tmp_path, monkeypatch, capsys):
     code, out, _ = distil_in_process(["--help"], tmp_path, monkeypatch, capsys)
     assert code == 0
-    assert "schedule: d0, d1, hard" in out and "distil-report" in out
+    assert "schedule: d0, d0-s, d1, hard" in out and "distil-report" in out
 
 
 def test_a_failing_sweep_cell_does_not_stop_the_sweep(tmp_path, monkeypatch, capsys):
@@ -132,3 +132,36 @@ def test_a_failing_sweep_cell_does_not_stop_the_sweep(tmp_path, monkeypatch, cap
     statuses = {p.parent.name: json.loads(p.read_text())["status"]
                 for p in (tmp_path / "outputs" / "multirun").rglob("metrics.json")}
     assert statuses["0"].startswith("failed: dataset 'toy'") and statuses["1"] == "ok"
+
+
+@pytest.mark.parametrize("dataset,student,metric", [("toy-pair", "bilstm", "accuracy"),
+                                                    ("toy-ner", "bilstm-tagger", "f1")])
+def test_every_task_runs_end_to_end(tmp_path, monkeypatch, capsys, dataset, student, metric):
+    code, out, err = distil_in_process(["debug=smoke", f"dataset={dataset}", f"student={student}"],
+                                       tmp_path, monkeypatch, capsys)
+    assert code == 0, err
+    metrics = json.loads(next((tmp_path / "outputs" / "runs").rglob("metrics.json")).read_text())
+    assert metrics["metric"] == metric and 0.0 <= metrics["student"]["test"][metric] <= 1.0
+    if dataset == "toy-ner":
+        assert set(metrics["student"]["test"]["per_language"]) == {"aa", "bb"}
+        assert "f1_std" in metrics["teacher"]["test"]
+
+
+def test_student_that_cannot_do_the_task_fails_before_training(tmp_path, monkeypatch, capsys):
+    args = ["debug=smoke", "dataset=toy-ner", "student=bilstm"]
+    code, _, err = distil_in_process(args, tmp_path, monkeypatch, capsys)
+    assert code == 2
+    assert "student 'bilstm' cannot do tagging" in err and "bilstm_tagger" in err
+    assert cache_files(tmp_path / "outputs") == []
+
+
+def test_d0_trains_one_student_per_language(tmp_path, monkeypatch, capsys):
+    args = ["debug=smoke", "dataset=toy-ner", "student=bilstm-tagger", "schedule=d0"]
+    code, _, err = distil_in_process(args, tmp_path, monkeypatch, capsys)
+    assert code == 0, err
+    run_dir = next((tmp_path / "outputs" / "runs").rglob("metrics.json")).parent
+    student = json.loads((run_dir / "metrics.json").read_text())["student"]
+    assert student["models"] == 2 and set(student["stages"]) == {"aa", "bb"}
+    per_language = student["test"]["per_language"]
+    assert student["test"]["f1"] == pytest.approx(sum(per_language.values()) / 2)
+    assert (run_dir / "student-aa" / "model.safetensors").is_file()

@@ -29,6 +29,11 @@ class Encoded:
     def __len__(self) -> int:
         return len(self.ids)
 
+    def select(self, rows: list[int]) -> Encoded:
+        def pick(values):
+            return None if values is None else [values[i] for i in rows]
+        return Encoded(pick(self.ids), pick(self.token_labels), pick(self.word_starts))
+
 
 def model_labels(task: str, label_names: list[str]) -> list[str]:
     """The labels a model predicts: tagging adds 'X' for wordpiece continuations."""

@@ -104,8 +104,14 @@ def _load_local(cfg: DatasetConfig, root: Path) -> dict[str, datasets.Dataset]:
         return {"train": _with_language(_load_class_folders(root), "")}
     splits = {}
     for split, template in cfg.files.items():
-        parts = [_with_language(_load_file(cfg, root / template.format(lang=lang)), lang)
-                 for lang in (cfg.languages or [""])]
+        parts = []
+        for lang in cfg.languages or [""]:
+            file = root / template.format(lang=lang)
+            if lang and "{lang}" in template and not file.exists():
+                known = sorted(p.name for p in root.iterdir() if p.is_dir())
+                raise DistilError(f"dataset '{cfg.name}': no data for language '{lang}' ({file} is missing); "
+                                  f"languages here: {', '.join(known)}")
+            parts.append(_with_language(_load_file(cfg, file), lang))
         splits[split] = datasets.concatenate_datasets(parts)
     return splits
 

@@ -72,6 +72,10 @@ def build_task_data(
     if "dev" not in encoded:
         train, encoded["dev"] = _stratified_split(train, strata, cfg.split.dev_fraction, carve_rng)
 
+    if cfg.split.max_eval_per_language is not None:
+        for name in ("dev", "test"):
+            encoded[name] = _cap_per_language(encoded[name], cfg.split.max_eval_per_language, carve_rng)
+
     run_rng = np.random.default_rng(seed)
     labeled, pool = _take_labeled(cfg, train, label_names, run_rng)
     if transfer.source == "file":
@@ -127,6 +131,15 @@ def _stratified_split(ds: datasets.Dataset, column: str, fraction: float, rng: n
     held_set = set(held)
     rest = [i for i in range(len(ds)) if i not in held_set]
     return ds.select(rest), ds.select(sorted(held))
+
+
+def _cap_per_language(ds: datasets.Dataset, cap: int, rng: np.random.Generator) -> datasets.Dataset:
+    languages = np.asarray(ds["language"][:])
+    keep = []
+    for lang in np.unique(languages):
+        members = np.flatnonzero(languages == lang)
+        keep.extend(members if len(members) <= cap else rng.choice(members, size=cap, replace=False))
+    return ds.select(sorted(int(i) for i in keep))
 
 
 def _take_labeled(cfg: DatasetConfig, ds: datasets.Dataset, names: list[str], rng: np.random.Generator):

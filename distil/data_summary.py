@@ -1,0 +1,117 @@
+"""`distil-data <dataset> [key=value ...]`: the splits a run would see, as the papers' tables show them.
+
+Classification and pairs follow Mukherjee & Awadallah Tables 3-4 (classes, labeled,
+labeled per class, transfer, test, average words per document); tagging follows
+XtremeDistil Table 1 (labels, train, test, unlabeled) with one row per language.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections import Counter
+
+import pandas as pd
+from hydra import compose, initialize_config_dir
+from rich.console import Console
+from rich.table import Table
+
+from distil.cli import CONF_DIR
+from distil.data.split import SPLITS, TaskData
+from distil.errors import DistilError
+from distil.overrides import check_overrides, group_options
+
+USAGE = "usage: distil-data <dataset> [key=value ...]   (datasets: {})"
+
+
+def average_words(data: TaskData, split: str) -> float:
+    ds = data.splits[split]
+    if len(ds) == 0:
+        return 0.0
+    if data.task == "tagging":
+        return sum(len(tokens) for tokens in ds["tokens"][:]) / len(ds)
+    texts = ds["text"][:]
+    words = sum(len(t.split()) for t in texts)
+    if data.task == "pair":
+        words += sum(len(t.split()) for t in ds["text_pair"][:])
+    return words / len(ds)
+
+
+def overview(data: TaskData, name: str) -> pd.DataFrame:
+    sizes = data.summary()
+    row = {"dataset": name, "task": data.task, "labels": data.num_labels, "labeled": sizes["labeled"]}
+    if data.task != "tagging":
+        counts = Counter(data.splits["labeled"]["label"][:])
+        row["labeled/class"] = min(counts.values()) if len(set(counts.values())) == 1 else "varies"
+    row.update({"transfer (unlabeled)": sizes["transfer"], "dev": sizes["dev"], "test": sizes["test"],
+                "#W (labeled)": round(average_words(data, "labeled"), 1)})
+    return pd.DataFrame([row])
+
+
+def label_distribution(data: TaskData) -> pd.DataFrame:
+    """Examples per class (sequence tasks) or entity spans per type (tagging), per split."""
+    table = {}
+    for split in ("labeled", "dev", "test"):
+        values = data.splits[split]["tags" if data.task == "tagging" else "label"][:]
+        if data.task == "tagging":
+            counts = Counter(data.label_names[t][2:] for tags in values for t in tags
+                             if data.label_names[t].startswith("B-"))
+        else:
+            counts = Counter(data.label_names[v] for v in values)
+        table[split] = counts
+    frame = pd.DataFrame(table).fillna(0).astype(int)
+    frame.index.name = "entity type" if data.task == "tagging" else "label"
+    return frame.sort_index()
+
+
+def per_language(data: TaskData) -> pd.DataFrame:
+    rows = []
+    for lang in data.languages:
+        row = {"language": lang}
+        for split in SPLITS:
+            row[split] = sum(1 for v in data.splits[split]["language"][:] if v == lang)
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def show(frame: pd.DataFrame, title: str, index: bool = False) -> None:
+    table = Table(title=title)
+    frame = frame.reset_index() if index else frame
+    for column in frame.columns:
+        table.add_column(str(column), justify="right" if frame[column].dtype.kind in "fi" else "left")
+    for _, row in frame.iterrows():
+        table.add_row(*(str(v) for v in row))
+    Console().print(table)
+
+
+def main(argv: list[str] | None = None) -> None:
+    from distil.data import build_task_data
+    from distil.pipeline import quiet_libraries
+
+    args = sys.argv[1:] if argv is None else argv
+    datasets_available = ", ".join(group_options(CONF_DIR, "dataset"))
+    if not args or args[0].startswith("-"):
+        print(USAGE.format(datasets_available), file=sys.stderr)
+        sys.exit(0 if args and args[0] in ("-h", "--help") else 2)
+    overrides = [f"dataset={args[0]}", *args[1:]]
+    problem = check_overrides(overrides, CONF_DIR)
+    if problem:
+        print(f"distil-data: error: {problem}", file=sys.stderr)
+        sys.exit(2)
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = compose(config_name="config", overrides=overrides)
+    quiet_libraries()
+    try:
+        data = build_task_data(cfg.dataset, cfg.transfer_size, cfg.paths.data_dir, cfg.seed, cfg.hub_offline)
+    except DistilError as error:
+        print(f"distil-data: error: {error}", file=sys.stderr)
+        sys.exit(2)
+    show(overview(data, cfg.dataset.name),
+         f"{cfg.dataset.name}: splits of a run with seed={cfg.seed}, transfer_size={cfg.transfer_size.name}")
+    show(label_distribution(data), "entity spans per type" if data.task == "tagging" else "examples per class",
+         index=True)
+    if data.multilingual:
+        show(per_language(data), "examples per language")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,167 @@
+"""Pairs and multilingual NER: loaders, splits, wordpiece alignment, scores, and bad input."""
+
+import pytest
+import torch
+from omegaconf import OmegaConf
+from transformers import BertTokenizer
+
+from distil.cli import CONF_DIR
+from distil.config import DatasetConfig, TransferSizeConfig
+from distil.data import build_task_data
+from distil.data.conll import read_conll
+from distil.data.encode import IGNORE, encode
+from distil.data.load import load_raw_splits
+from distil.errors import DistilError
+from distil.evaluate import score
+from distil.teacher.load import TINY_VOCAB
+
+ALL = OmegaConf.merge(OmegaConf.structured(TransferSizeConfig), {"name": "all"})
+
+
+def dataset(name, **overrides):
+    raw = OmegaConf.load(CONF_DIR / "dataset" / f"{name}.yaml")
+    raw.pop("defaults", None)  # Hydra's own key (the dataset's default transfer size)
+    return OmegaConf.merge(OmegaConf.structured(DatasetConfig), raw, overrides)
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return BertTokenizer(vocab={w: i for i, w in enumerate(TINY_VOCAB)})
+
+
+# --- loaders ----------------------------------------------------------------------------
+
+def test_conll_reader(tmp_path):
+    path = tmp_path / "a.txt"
+    path.write_text("-DOCSTART- O\n\nJohn NNP B-PER\nlives VBZ O\n\nParis NNP B-LOC\n")
+    assert read_conll(path) == {"tokens": [["John", "lives"], ["Paris"]], "tags": [["B-PER", "O"], ["B-LOC"]]}
+
+
+def test_conll_malformed_line_names_file_and_line(tmp_path):
+    path = tmp_path / "bad.txt"
+    path.write_text("John B-PER\nlives O\nbroken\n")
+    with pytest.raises(DistilError, match=r"bad.txt:3: malformed CoNLL line 'broken'"):
+        read_conll(path)
+
+
+def test_multilingual_ner_splits_per_language():
+    data = build_task_data(dataset("toy-ner"), ALL, ".", seed=1)
+    assert data.task == "tagging" and data.languages == ["aa", "bb"]
+    labeled_languages = data.splits["labeled"]["language"][:]
+    assert labeled_languages.count("aa") == 10 and labeled_languages.count("bb") == 10
+    assert len(data.splits["transfer"]) == 20
+    assert all(t == -1 for tags in data.splits["transfer"]["tags"][:] for t in tags)
+
+
+def test_eval_cap_per_language_is_fixed_across_seeds():
+    cfg = dataset("toy-ner", split={"max_eval_per_language": 3})
+    one, two = (build_task_data(cfg, ALL, ".", seed=s) for s in (1, 2))
+    assert len(one.splits["test"]) == 6
+    assert one.fingerprint("dev", "test") == two.fingerprint("dev", "test")
+
+
+def test_pair_keeps_two_texts():
+    data = build_task_data(dataset("toy-pair"), ALL, ".", seed=1)
+    row = data.splits["labeled"][0]
+    assert row["text"] and row["text_pair"] and row["label"] in (0, 1)
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "parquet"])
+def test_jsonl_and_parquet(tmp_path, fmt):
+    import datasets
+
+    rows = {"sentence": [f"s {i}" for i in range(8)], "y": ["a", "b"] * 4}
+    ds = datasets.Dataset.from_dict(rows)
+    for split in ("train", "test"):
+        (ds.to_json if fmt == "jsonl" else ds.to_parquet)(str(tmp_path / f"{split}.{fmt}"))
+    cfg = OmegaConf.merge(OmegaConf.structured(DatasetConfig), {
+        "name": "t", "format": fmt, "path": str(tmp_path), "text_column": "sentence", "label_column": "y",
+        "files": {"train": f"train.{fmt}", "test": f"test.{fmt}"}})
+    splits = load_raw_splits(cfg, ".")
+    assert splits["train"]["label"][:] == rows["y"] and splits["test"]["text"][0] == "s 0"
+
+
+def test_transfer_from_the_unlabeled_file(tmp_path):
+    (tmp_path / "extra.txt").write_text("one more\n\nand another\nthird line\n")
+    cfg = dataset("toy", path=str(tmp_path), unlabeled_file="extra.txt")
+    for split in ("train", "dev", "test"):
+        (tmp_path / f"{split}.tsv").write_text((CONF_DIR.parent / "distil/resources/toy" / f"{split}.tsv").read_text())
+    source = OmegaConf.merge(OmegaConf.structured(TransferSizeConfig), {"name": "file", "source": "file"})
+    data = build_task_data(cfg, source, ".", seed=1)
+    assert data.splits["transfer"]["text"][:] == ["one more", "and another", "third line"]
+
+
+# --- wordpiece alignment and scores -----------------------------------------------------
+
+def test_tagging_alignment_marks_continuations_x(tokenizer):
+    import datasets
+
+    ds = datasets.Dataset.from_dict({"tokens": [["ab", "c"]], "tags": [[1, 0]], "language": [""]})
+    enc = encode("tagging", tokenizer, ds, max_length=16, x_label=7)
+    # [CLS] a ##b c [SEP]
+    assert enc.token_labels[0] == [IGNORE, 1, 7, 0, IGNORE]
+    assert enc.word_starts[0] == [1, 3]
+    truncated = encode("tagging", tokenizer, ds, max_length=3, x_label=7)  # [CLS] a [SEP]
+    assert truncated.word_starts[0] == [1, -1]
+
+
+def test_pair_encoding_is_one_sequence(tokenizer):
+    import datasets
+
+    ds = datasets.Dataset.from_dict({"text": ["ab"], "text_pair": ["c"], "label": [0]})
+    ids = encode("pair", tokenizer, ds, max_length=16).ids[0]
+    assert tokenizer.convert_ids_to_tokens(ids) == ["[CLS]", "a", "##b", "[SEP]", "c", "[SEP]"]
+
+
+def test_seqeval_f1_per_language_with_mean_and_std(tokenizer):
+    import datasets
+
+    names = ["O", "B-PER", "I-PER"]
+    ds = datasets.Dataset.from_dict({"tokens": [["ab", "c"], ["d"]], "tags": [[1, 0], [1]],
+                                     "language": ["aa", "bb"]})
+    enc = encode("tagging", tokenizer, ds, max_length=16, x_label=3)
+
+    def logits_for(choices):
+        rows = []
+        for ids, picks in zip(enc.ids, choices, strict=True):
+            row = torch.zeros(len(ids), 4)
+            for position, label in picks.items():
+                row[position, label] = 5.0
+            rows.append(row)
+        return rows
+
+    perfect = logits_for([{1: 1, 2: 3, 3: 0}, {1: 1}])
+    result = score("tagging", perfect, ds, enc, names)
+    assert result == {"f1": 1.0, "f1_std": 0.0, "per_language": {"aa": 1.0, "bb": 1.0}}
+    # 'X' predicted at a word start counts as 'O': language bb loses its only entity
+    half = logits_for([{1: 1, 2: 3, 3: 0}, {1: 3}])
+    result = score("tagging", half, ds, enc, names)
+    assert result["per_language"] == {"aa": 1.0, "bb": 0.0}
+    assert result["f1"] == pytest.approx(0.5) and result["f1_std"] == pytest.approx(0.5)
+
+
+# --- bad input --------------------------------------------------------------------------
+
+def test_unknown_language_lists_the_available_ones():
+    with pytest.raises(DistilError, match="no data for language 'xx'.*languages here: aa, bb"):
+        build_task_data(dataset("toy-ner", languages=["aa", "xx"]), ALL, ".", seed=1)
+
+
+def test_labeled_per_language_larger_than_a_language():
+    with pytest.raises(DistilError, match="language 'aa' has 20 training examples, fewer than labeled_per_language=50"):
+        build_task_data(dataset("toy-ner", split={"labeled_per_language": 50}), ALL, ".", seed=1)
+
+
+def test_tag_outside_the_label_set():
+    with pytest.raises(DistilError, match=r"labels \['B-LOC'.*outside the label set"):
+        build_task_data(dataset("toy-ner", labels=["O", "B-PER", "I-PER", "B-ORG", "I-ORG"]), ALL, ".", seed=1)
+
+
+def test_missing_local_copy_with_offline_hub():
+    with pytest.raises(DistilError, match="no local copy at .* and the hub is offline"):
+        build_task_data(dataset("wikiann"), ALL, "/nonexistent", seed=1)
+
+
+def test_pair_dataset_needs_its_second_column():
+    with pytest.raises(DistilError, match="has no column 'second'; set dataset.text_pair_column"):
+        build_task_data(dataset("toy-pair", text_pair_column="second"), ALL, ".", seed=1)
