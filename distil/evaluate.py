@@ -63,9 +63,13 @@ def _tagging_scores(logits, ds, encoded: Encoded, label_names: list[str]) -> dic
     return result
 
 
-def majority_baseline(train_labels: Sequence[int], test_labels: Sequence[int]) -> float:
-    """Accuracy of always predicting the most frequent training label."""
-    majority = np.bincount(np.asarray(train_labels)).argmax()
+def majority_baseline(dev_labels: Sequence[int], test_labels: Sequence[int]) -> float:
+    """Test accuracy of always predicting the most frequent dev label.
+
+    Dev, not the labeled split: labeled sets are often drawn N per class, where every
+    class ties and the "majority" would be arbitrary.
+    """
+    majority = np.bincount(np.asarray(dev_labels)).argmax()
     return float((np.asarray(test_labels) == majority).mean())
 
 

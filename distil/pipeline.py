@@ -136,7 +136,7 @@ def run(cfg: Config, run_dir: Path, choices: dict, overrides: list[str]) -> dict
     }
     if data.task != "tagging":
         metrics["majority_baseline"] = {"test": {"accuracy": majority_baseline(
-            data.splits["labeled"]["label"][:], data.splits["test"]["label"][:])}}
+            data.splits["dev"]["label"][:], data.splits["test"]["label"][:])}}
     write_json_atomic(run_dir / "metrics.json", metrics)
     return metrics
 

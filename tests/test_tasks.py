@@ -165,3 +165,30 @@ def test_missing_local_copy_with_offline_hub():
 def test_pair_dataset_needs_its_second_column():
     with pytest.raises(DistilError, match="has no column 'second'; set dataset.text_pair_column"):
         build_task_data(dataset("toy-pair", text_pair_column="second"), ALL, ".", seed=1)
+
+
+def test_majority_baseline_takes_the_majority_class_from_dev():
+    from distil.evaluate import majority_baseline
+
+    # class 1 dominates dev, so the baseline always predicts 1: right on 3 of 4 test examples
+    assert majority_baseline([1, 1, 0], [1, 0, 1, 1]) == pytest.approx(0.75)
+
+
+def test_hub_path_maps_class_label_ids_to_names(tmp_path):
+    """The hub branch, exercised offline: load_dataset also takes a local directory."""
+    import datasets
+
+    features = datasets.Features({"sentence": datasets.Value("string"),
+                                  "label": datasets.ClassLabel(names=["neg", "pos"])})
+    for split in ("train", "test"):
+        ds = datasets.Dataset.from_dict({"sentence": [f"{split} {i}" for i in range(6)], "label": [0, 1] * 3},
+                                        features=features)
+        ds.to_parquet(str(tmp_path / f"{split}.parquet"))
+    cfg = OmegaConf.merge(OmegaConf.structured(DatasetConfig), {
+        "name": "hubby", "path": None, "text_column": "sentence",
+        "hub": {"name": str(tmp_path), "splits": {"train": "train", "test": "test"}}})
+    with pytest.raises(DistilError, match="the hub is offline"):
+        load_raw_splits(cfg, ".", hub_offline=True)
+    splits = load_raw_splits(cfg, ".", hub_offline=False)
+    assert splits["train"]["label"][:] == ["neg", "pos"] * 3
+    assert splits["test"]["text"][0] == "test 0"
