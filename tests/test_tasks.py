@@ -66,14 +66,17 @@ def test_pair_keeps_two_texts():
     assert row["text"] and row["text_pair"] and row["label"] in (0, 1)
 
 
-@pytest.mark.parametrize("fmt", ["jsonl", "parquet"])
-def test_jsonl_and_parquet(tmp_path, fmt):
+@pytest.mark.parametrize("fmt", ["csv", "tsv", "jsonl", "parquet"])
+def test_tabular_formats(tmp_path, fmt):
     import datasets
 
     rows = {"sentence": [f"s {i}" for i in range(8)], "y": ["a", "b"] * 4}
     ds = datasets.Dataset.from_dict(rows)
+    writers = {"csv": lambda path: ds.to_csv(path, index=False),
+               "tsv": lambda path: ds.to_csv(path, index=False, sep="\t"),
+               "jsonl": ds.to_json, "parquet": ds.to_parquet}
     for split in ("train", "test"):
-        (ds.to_json if fmt == "jsonl" else ds.to_parquet)(str(tmp_path / f"{split}.{fmt}"))
+        writers[fmt](str(tmp_path / f"{split}.{fmt}"))
     cfg = OmegaConf.merge(OmegaConf.structured(DatasetConfig), {
         "name": "t", "format": fmt, "path": str(tmp_path), "text_column": "sentence", "label_column": "y",
         "files": {"train": f"train.{fmt}", "test": f"test.{fmt}"}})
