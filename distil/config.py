@@ -52,9 +52,15 @@ class StudentConfig:
     name: str = MISSING
     kind: str = MISSING  # which module in distil/students builds it
     description: str = ""
-    embedding_dim: int = 300
-    hidden_size: int = 300  # LSTM units per direction; the pooled vector is 2x this
+    embedding_dim: int = 300  # transformer students: their hidden_size is their embedding size
+    hidden_size: int = 300  # LSTM units per direction (pooled vector is 2x); transformer: H
+    num_layers: int = 1  # LSTM layers, or transformer layers L
+    mlp_hidden_size: int = 200  # siamese: ReLU layer over [h1, h2, h1*h2, |h1-h2|] (Tang: 200 or 400)
     dropout: float = 0.4
+    # random | svd | pca | file (XtremeDistil Table 14); svd/pca reduce the teacher's wordpiece
+    # embeddings to embedding_dim, file reads GloVe / word2vec text vectors from vectors_file
+    embedding_init: str = "random"
+    vectors_file: str | None = None
 
 
 @dataclass

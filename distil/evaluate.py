@@ -16,7 +16,7 @@ import numpy as np
 import torch
 from seqeval.metrics import f1_score
 
-from distil.data.batching import length_sorted_batches, pad
+from distil.data.batching import example_length, length_sorted_batches, model_inputs
 from distil.data.encode import Encoded
 
 PRIMARY_METRIC = {"classification": "accuracy", "pair": "accuracy", "tagging": "f1"}
@@ -78,9 +78,8 @@ def student_logits(model, id_lists: Sequence[Sequence[int]], pad_id: int, batch_
     """Logits in input order: [N, C], or a list of [len_i, C] for a tagger."""
     model.eval()
     rows_out: list[torch.Tensor | None] = [None] * len(id_lists)
-    for rows in length_sorted_batches([len(s) for s in id_lists], batch_size):
-        ids, mask = pad([id_lists[i] for i in rows], pad_id)
-        out = model(ids, mask)["logits"]
+    for rows in length_sorted_batches([example_length(s) for s in id_lists], batch_size):
+        out = model(*model_inputs([id_lists[i] for i in rows], pad_id))["logits"]
         for k, row in enumerate(rows):
             rows_out[row] = out[k, : len(id_lists[row])] if out.dim() == 3 else out[k]
     if rows_out and rows_out[0] is not None and rows_out[0].dim() == 1:

@@ -25,9 +25,19 @@ from distil.evaluate import PRIMARY_METRIC, majority_baseline, score, student_lo
 from distil.schedule import StudentSplit, run_schedule, validate_schedule
 from distil.speed import examples_per_second
 from distil.store import ArtifactStore
-from distil.students import build_student, check_student, count_params
+from distil.students import (
+    build_student,
+    check_student,
+    count_params,
+    embedding_size,
+    reads_pairs_apart,
+    reads_words,
+    word_embeddings,
+)
+from distil.students.embeddings import check_embedding_init, initial_embeddings
 from distil.students.vocab import PAD, TrimmedVocab
 from distil.teacher import ensure_targets, ensure_teacher, load_finetuned, load_targets, teacher_logits
+from distil.teacher.load import hidden_size as teacher_hidden_size
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +89,8 @@ def run(cfg: Config, run_dir: Path, choices: dict, overrides: list[str]) -> dict
     setup_runtime(cfg)
     validate_schedule(cfg.schedule, cfg.trainer)
     check_student(cfg.student, cfg.dataset.task)
+    check_embedding_init(cfg.student.embedding_init, embedding_size(cfg.student), teacher_hidden_size(cfg.teacher),
+                         cfg.student.vectors_file, reads_words(cfg.student))
     started = time.perf_counter()
 
     data = build_task_data(cfg.dataset, cfg.transfer_size, cfg.paths.data_dir, cfg.seed, cfg.hub_offline)
@@ -94,19 +106,21 @@ def run(cfg: Config, run_dir: Path, choices: dict, overrides: list[str]) -> dict
         for name, ds in data.splits.items()
     }
     metric = PRIMARY_METRIC[data.task]
+    teacher_vocab = TeacherVocab(model.get_input_embeddings().weight.detach().float(),
+                                 tokenizer.convert_ids_to_tokens(list(range(len(tokenizer)))))
 
     if cfg.schedule.per_language and data.multilingual:
         # XtremeDistil D0: a student per language, each seeing only its language's data.
         results = {}
         for lang in data.languages:
             log.info("student for language %s", lang)
-            results[lang] = train_student(cfg, data, {n: s.language(lang) for n, s in splits.items()})
-            save_student(results[lang], cfg, data, run_dir / f"student-{lang}")
+            results[lang] = train_student(cfg, data, {n: s.language(lang) for n, s in splits.items()}, teacher_vocab)
+            save_student(results[lang], cfg, data, tokenizer, run_dir / f"student-{lang}")
         student = _merge_languages(results, metric)
         first = next(iter(results.values()))
     else:
-        first = train_student(cfg, data, splits)
-        save_student(first, cfg, data, run_dir / "student")
+        first = train_student(cfg, data, splits, teacher_vocab)
+        save_student(first, cfg, data, tokenizer, run_dir / "student")
         student = {"test": first.stages[-1]["test"], "dev": first.stages[-1]["dev"], "stages": first.stages}
     student.update(params=count_params(first.model), vocab_size=len(first.vocab))
 
@@ -141,11 +155,51 @@ def run(cfg: Config, run_dir: Path, choices: dict, overrides: list[str]) -> dict
     return metrics
 
 
-def train_student(cfg: Config, data: TaskData, splits: dict[str, Split]) -> StudentResult:
-    """Trim a vocabulary to the training wordpieces, build the student, run the schedule."""
-    vocab = TrimmedVocab.from_sequences(splits["labeled"].encoded.ids + splits["transfer"].encoded.ids)
+def student_tokens(cfg: Config, data: TaskData, split: Split) -> list:
+    """What the student reads: teacher wordpieces (a pair joint, or apart for siamese
+    students), or lower-cased whitespace words for the RNN baseline."""
+    if reads_words(cfg.student):
+        return [text.lower().split()[: cfg.teacher.max_length] for text in split.examples["text"][:]]
+    if data.task == "pair" and reads_pairs_apart(cfg.student):
+        return split.encoded.pair_ids
+    return split.encoded.ids
+
+
+@dataclass
+class TeacherVocab:
+    """The teacher's wordpiece embedding matrix and token strings, for embedding initialisation."""
+
+    embeddings: torch.Tensor
+    tokens: list[str]
+
+
+def initialise_embeddings(model: torch.nn.Module, cfg: Config, vocab: TrimmedVocab, teacher: TeacherVocab) -> None:
+    """random keeps the layer's own init; svd / pca / file replace it (XtremeDistil Table 14)."""
+    if cfg.student.embedding_init == "random":
+        return
+    layer = word_embeddings(model)
+    words = reads_words(cfg.student)  # the RNN baseline's vocabulary holds words, not teacher ids
+    weights = initial_embeddings(
+        cfg.student.embedding_init, layer.embedding_dim,
+        teacher_ids=list(range(len(vocab.teacher_ids))) if words else vocab.teacher_ids,
+        teacher_embeddings=None if words else teacher.embeddings,
+        teacher_tokens=vocab.teacher_ids if words else teacher.tokens,
+        vectors_file=cfg.student.vectors_file, seed=cfg.seed,
+    )
+    with torch.no_grad():
+        layer.weight.copy_(weights)
+
+
+def train_student(cfg: Config, data: TaskData, splits: dict[str, Split], teacher_vocab: TeacherVocab) -> StudentResult:
+    """Trim a vocabulary to the training tokens, build the student, run the schedule."""
+    tokens = {name: student_tokens(cfg, data, split) for name, split in splits.items()}
+    vocab = TrimmedVocab.from_sequences(_sequences(tokens["labeled"] + tokens["transfer"]))
+
+    def to_student(example):
+        return tuple(vocab.map(part) for part in example) if isinstance(example, tuple) else vocab.map(example)
+
     student_splits = {
-        name: StudentSplit([vocab.map(seq) for seq in split.encoded.ids], gold_labels(data, split),
+        name: StudentSplit([to_student(example) for example in tokens[name]], gold_labels(data, split),
                            split.teacher_logits)
         for name, split in splits.items()
     }
@@ -159,8 +213,14 @@ def train_student(cfg: Config, data: TaskData, splits: dict[str, Split]) -> Stud
     torch.manual_seed(cfg.seed)
     num_outputs = len(model_labels(data.task, data.label_names))
     model = build_student(cfg.student, len(vocab), num_outputs, data.task)
+    initialise_embeddings(model, cfg, vocab, teacher_vocab)
     stages = run_schedule(cfg.schedule, cfg.trainer, model, student_splits, evaluate_split, metric, cfg.seed, PAD)
     return StudentResult(model, vocab, stages, student_splits["test"].ids)
+
+
+def _sequences(examples: list) -> list:
+    """Pairs read apart count as two sequences for the vocabulary."""
+    return [part for example in examples for part in (example if isinstance(example, tuple) else (example,))]
 
 
 def _merge_languages(results: dict[str, StudentResult], metric: str) -> dict:
@@ -194,13 +254,15 @@ def measure_speed(cfg: Config, teacher, student, teacher_ids, student_ids, teach
             "student_ex_per_s": student_rate, "speedup": student_rate / teacher_rate}
 
 
-def save_student(result: StudentResult, cfg: Config, data: TaskData, out: Path) -> None:
+def save_student(result: StudentResult, cfg: Config, data: TaskData, tokenizer, out: Path) -> None:
+    """Everything `distil-predict` needs: weights, vocabulary, tokenizer, config and labels."""
     out.mkdir(parents=True, exist_ok=True)
     save_file({k: v.contiguous() for k, v in result.model.state_dict().items()}, out / "model.safetensors")
     result.vocab.save(out / "vocab.json")
+    tokenizer.save_pretrained(out / "tokenizer")
     config = {"student": OmegaConf.to_container(cfg.student), "task": data.task,
-              "labels": model_labels(data.task, data.label_names),
-              "teacher_tokenizer_max_length": cfg.teacher.max_length}
+              "labels": model_labels(data.task, data.label_names), "vocab_size": len(result.vocab),
+              "max_length": cfg.teacher.max_length}
     (out / "config.json").write_text(json.dumps(config, indent=2))
 
 

@@ -10,7 +10,7 @@ import numpy as np
 import torch
 
 from distil.config import ScheduleConfig, StageConfig, TrainerConfig
-from distil.data.batching import pad, pad_labels, shuffled_batches
+from distil.data.batching import Example, model_inputs, pad_labels, shuffled_batches
 from distil.errors import DistilError
 from distil.losses import LOSSES, weighted_loss
 from distil.train import fit
@@ -29,7 +29,7 @@ class StudentSplit:
     of wordpiece labels and a [len, C] tensor. A missing gold label is -1 (transfer set).
     """
 
-    ids: list[list[int]]
+    ids: list[Example]
     labels: torch.Tensor | list[list[int]]
     teacher_logits: torch.Tensor | list[torch.Tensor]
 
@@ -38,15 +38,16 @@ class StudentSplit:
         return isinstance(self.labels, list)
 
     def batch(self, rows, pad_id: int):
-        """(ids, mask, labels, teacher_logits) for these rows, padded to the longest."""
-        ids, mask = pad([self.ids[i] for i in rows], pad_id)
+        """(model inputs, labels, teacher_logits) for these rows, padded to the longest."""
+        inputs = model_inputs([self.ids[i] for i in rows], pad_id)
         if not self.per_token:
-            return ids, mask, self.labels[rows], self.teacher_logits[rows]
-        labels = pad_labels([self.labels[i] for i in rows], ids.shape[1])
-        teacher = torch.zeros((len(rows), ids.shape[1], self.teacher_logits[rows[0]].shape[-1]))
+            return inputs, self.labels[rows], self.teacher_logits[rows]
+        width = inputs[0].shape[1]
+        labels = pad_labels([self.labels[i] for i in rows], width)
+        teacher = torch.zeros((len(rows), width, self.teacher_logits[rows[0]].shape[-1]))
         for k, row in enumerate(rows):
             teacher[k, : len(self.teacher_logits[row])] = self.teacher_logits[row]
-        return ids, mask, labels, teacher
+        return inputs, labels, teacher
 
     @staticmethod
     def concat(parts: list[StudentSplit]) -> StudentSplit:
@@ -122,8 +123,8 @@ def train_stage(
     )
 
     def loss_fn(rows: np.ndarray) -> torch.Tensor:
-        ids, mask, labels, teacher = pool.batch(rows, pad_id)
-        return weighted_loss(weights, model(ids, mask)["logits"], labels, teacher)
+        inputs, labels, teacher = pool.batch(rows, pad_id)
+        return weighted_loss(weights, model(*inputs)["logits"], labels, teacher)
 
     result = fit(
         model, optimizer,

@@ -10,19 +10,19 @@ from collections.abc import Callable, Sequence
 
 import torch
 
-from distil.data.batching import pad
+from distil.data.batching import model_inputs
 
 
 @torch.inference_mode()
 def examples_per_second(
-    forward: Callable[[torch.Tensor, torch.Tensor], object],
+    forward: Callable[..., object],
     id_lists: Sequence[Sequence[int]],
     pad_id: int,
     batch_size: int = 32,
 ) -> float:
-    batches = [pad(id_lists[i : i + batch_size], pad_id) for i in range(0, len(id_lists), batch_size)]
+    batches = [model_inputs(id_lists[i : i + batch_size], pad_id) for i in range(0, len(id_lists), batch_size)]
     forward(*batches[0])  # warm-up: first-call allocations are not throughput
     start = time.perf_counter()
-    for ids, mask in batches:
-        forward(ids, mask)
+    for inputs in batches:
+        forward(*inputs)
     return len(id_lists) / (time.perf_counter() - start)

@@ -165,3 +165,46 @@ def test_d0_trains_one_student_per_language(tmp_path, monkeypatch, capsys):
     per_language = student["test"]["per_language"]
     assert student["test"]["f1"] == pytest.approx(sum(per_language.values()) / 2)
     assert (run_dir / "student-aa" / "model.safetensors").is_file()
+
+
+@pytest.mark.parametrize("args,message", [
+    (["student.embedding_init=svd", "student.embedding_dim=64"],
+     "embedding_dim 64 is larger than the teacher's hidden size 32"),
+    (["student.embedding_init=file", "student.vectors_file=/no/such/glove.txt"], "glove.txt does not exist"),
+    (["student=siamese"], "student 'siamese' cannot do classification"),
+])
+def test_size_mismatches_fail_before_any_training(tmp_path, monkeypatch, capsys, args, message):
+    code, _, err = distil_in_process(["debug=smoke", *args], tmp_path, monkeypatch, capsys)
+    assert code == 2 and message in err.strip().splitlines()[-1]
+    assert cache_files(tmp_path / "outputs") == []  # not even the teacher was fine-tuned
+
+
+def test_vectors_file_of_the_wrong_dimension(tmp_path, monkeypatch, capsys):
+    vectors = tmp_path / "glove.txt"
+    vectors.write_text("the 0.1 0.2 0.3\nfilm 0.3 0.2 0.1\n")
+    args = ["debug=smoke", "student.embedding_init=file", f"student.vectors_file={vectors}"]
+    code, _, err = distil_in_process(args, tmp_path, monkeypatch, capsys)
+    assert code == 2 and "has 3-dimensional vectors but student.embedding_dim is 32" in err
+
+
+@pytest.mark.parametrize("dataset,student,init,text", [
+    ("toy", "bilstm", "svd", "the chef made soup"),
+    ("toy", "rnn", "random", "a new laptop app"),
+    ("toy-pair", "siamese", "pca", "chef soup bread ||| garlic recipe oven"),
+    ("toy-ner", "bilstm-tagger", "svd", "anna visited acme in paris"),
+])
+def test_saved_student_predicts(tmp_path, monkeypatch, capsys, dataset, student, init, text):
+    from distil.predict import main as predict
+
+    args = ["debug=smoke", f"dataset={dataset}", f"student={student}", f"student.embedding_init={init}"]
+    code, _, err = distil_in_process(args, tmp_path, monkeypatch, capsys)
+    assert code == 0, err
+    run_dir = next((tmp_path / "outputs" / "runs").rglob("metrics.json")).parent
+    predict([str(run_dir), text])
+    line = capsys.readouterr().out.strip().splitlines()[-1]
+    prediction = line.split("\t")[0]
+    if dataset == "toy-ner":
+        assert [pair.split("/")[0] for pair in prediction.split()] == text.split()
+    else:
+        labels = json.loads((run_dir / "student" / "config.json").read_text())["labels"]
+        assert prediction in labels

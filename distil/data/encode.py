@@ -25,6 +25,8 @@ class Encoded:
     token_labels: list[list[int]] | None = None  # tagging only
     # tagging only: per word, the position of its first wordpiece, or -1 when truncated away
     word_starts: list[list[int]] | None = None
+    # pair only: the two sentences encoded apart, [CLS] a [SEP] and [CLS] b [SEP] (siamese students)
+    pair_ids: list[tuple[list[int], list[int]]] | None = None
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -32,7 +34,7 @@ class Encoded:
     def select(self, rows: list[int]) -> Encoded:
         def pick(values):
             return None if values is None else [values[i] for i in rows]
-        return Encoded(pick(self.ids), pick(self.token_labels), pick(self.word_starts))
+        return Encoded(pick(self.ids), pick(self.token_labels), pick(self.word_starts), pick(self.pair_ids))
 
 
 def model_labels(task: str, label_names: list[str]) -> list[str]:
@@ -42,15 +44,23 @@ def model_labels(task: str, label_names: list[str]) -> list[str]:
 
 def encode(task: str, tokenizer, ds: datasets.Dataset, max_length: int, x_label: int | None = None) -> Encoded:
     if len(ds) == 0:
-        return Encoded([], [] if task == "tagging" else None, [] if task == "tagging" else None)
+        tagging, pair = task == "tagging", task == "pair"
+        return Encoded([], [] if tagging else None, [] if tagging else None, [] if pair else None)
     if task == "tagging":
         return _encode_tagging(tokenizer, ds, max_length, x_label)
 
     def tokenize(batch):
         pair = batch["text_pair"] if task == "pair" else None
-        return tokenizer(batch["text"], pair, truncation=True, max_length=max_length)
+        joint = {"input_ids": tokenizer(batch["text"], pair, truncation=True, max_length=max_length)["input_ids"]}
+        if task == "pair":
+            joint["ids_a"] = tokenizer(batch["text"], truncation=True, max_length=max_length)["input_ids"]
+            joint["ids_b"] = tokenizer(batch["text_pair"], truncation=True, max_length=max_length)["input_ids"]
+        return joint
 
     encoded = ds.map(tokenize, batched=True, batch_size=1000, remove_columns=ds.column_names)
+    if task == "pair":
+        return Encoded(list(encoded["input_ids"]),
+                       pair_ids=list(zip(encoded["ids_a"], encoded["ids_b"], strict=True)))
     return Encoded(list(encoded["input_ids"]))
 
 

@@ -1,21 +1,22 @@
-"""A student vocabulary trimmed to the teacher wordpieces seen in its training data.
+"""A student vocabulary trimmed to the tokens seen in its training data.
 
+Tokens are the teacher's wordpiece ids for most students (words for the RNN baseline).
 A 30k-row embedding updated densely dominates CPU training time; the student only
-needs rows for ids it can see. Unseen ids at test time map to [UNK].
+needs rows for tokens it can see. Unseen tokens at test time map to [UNK].
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Hashable, Iterable, Sequence
 from pathlib import Path
 
 PAD, UNK = 0, 1
 
 
 class TrimmedVocab:
-    def __init__(self, teacher_ids: Sequence[int]):
-        self.teacher_ids = list(teacher_ids)  # student id i+2 <-> teacher id teacher_ids[i]
+    def __init__(self, teacher_ids: Sequence[Hashable]):
+        self.teacher_ids = list(teacher_ids)  # student id i+2 <-> teacher id (or word) teacher_ids[i]
         self._index = {tid: i + 2 for i, tid in enumerate(self.teacher_ids)}
 
     @classmethod

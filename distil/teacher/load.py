@@ -10,6 +10,7 @@ from typing import Any
 
 import torch
 from transformers import (
+    AutoConfig,
     AutoModelForSequenceClassification,
     AutoModelForTokenClassification,
     AutoTokenizer,
@@ -64,6 +65,17 @@ def resolve_source(cfg: TeacherConfig) -> str:
 def auto_model_class(task: str):
     """Sequence heads for classification and pairs, a token head for tagging."""
     return AutoModelForTokenClassification if task == "tagging" else AutoModelForSequenceClassification
+
+
+def hidden_size(cfg: TeacherConfig) -> int | None:
+    """The teacher's hidden size from its config alone (None when it cannot be read yet)."""
+    if cfg.name_or_path == "random":
+        return cfg.random_init.hidden_size if cfg.random_init else None
+    try:
+        source = resolve_source(cfg)
+        return AutoConfig.from_pretrained(source, local_files_only=not Path(source).is_dir()).hidden_size
+    except (OSError, DistilError):
+        return None  # loading the teacher reports the problem in full
 
 
 def load_pretrained(cfg: TeacherConfig, task: str, num_labels: int, seed: int, hub_offline: bool):

@@ -1,0 +1,43 @@
+"""Compact BERT students (Turc et al. 2019): L layers of width H, H/64 heads, 4H intermediate.
+
+Built from `transformers` config classes with random weights over the trimmed wordpiece
+vocabulary; [CLS] feeds the sequence head, every position feeds the tagging head.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+from transformers import BertConfig, BertModel
+
+from distil.config import StudentConfig
+
+
+class TransformerStudent(nn.Module):
+    TASKS = ("classification", "pair", "tagging")
+
+    def __init__(self, vocab_size: int, layers: int, hidden: int, num_labels: int, dropout: float,
+                 per_token: bool, max_positions: int = 512):
+        super().__init__()
+        config = BertConfig(
+            vocab_size=vocab_size, hidden_size=hidden, num_hidden_layers=layers,
+            num_attention_heads=max(1, hidden // 64), intermediate_size=4 * hidden,
+            hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout,
+            max_position_embeddings=max_positions, pad_token_id=0,
+        )
+        self.bert = BertModel(config, add_pooling_layer=False)
+        self.dropout = nn.Dropout(dropout)
+        self.classifier = nn.Linear(hidden, num_labels)
+        self.per_token = per_token
+        self.representation_size = hidden
+
+    @classmethod
+    def from_config(cls, cfg: StudentConfig, vocab_size: int, num_labels: int, task: str):
+        return cls(vocab_size, cfg.num_layers, cfg.hidden_size, num_labels, cfg.dropout, task == "tagging")
+
+    def forward(self, ids: torch.Tensor, mask: torch.Tensor) -> dict[str, torch.Tensor]:
+        states = self.bert(input_ids=ids, attention_mask=mask).last_hidden_state
+        if self.per_token:
+            return {"states": states, "logits": self.classifier(self.dropout(states))}
+        pooled = states[:, 0]
+        return {"pooled": pooled, "logits": self.classifier(self.dropout(pooled))}

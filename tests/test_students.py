@@ -1,0 +1,119 @@
+"""Every student family: output shapes, masking of padding, representation head, vocabularies."""
+
+import pytest
+import torch
+from omegaconf import OmegaConf
+
+from distil.config import StudentConfig
+from distil.data.batching import model_inputs
+from distil.errors import DistilError
+from distil.students import FAMILIES, build_student, check_student, count_params
+from distil.students.vocab import UNK, TrimmedVocab
+
+SEQUENCES = [[5, 6, 7, 8], [9, 10]]
+PAIRS = [([5, 6, 7], [8, 9]), ([10, 11], [12, 13, 14, 15])]
+
+
+def student_cfg(kind, **overrides):
+    base = {"name": kind, "kind": kind, "embedding_dim": 8, "hidden_size": 8, "mlp_hidden_size": 6,
+            "num_layers": 1, "dropout": 0.0}
+    if kind == "transformer":
+        base.update(hidden_size=64, num_layers=2)
+    return OmegaConf.merge(OmegaConf.structured(StudentConfig), {**base, **overrides})
+
+
+CASES = [("bilstm", "classification"), ("bilstm", "pair"), ("rnn", "classification"),
+         ("bilstm_tagger", "tagging"), ("siamese", "pair"), ("transformer", "classification"),
+         ("transformer", "pair"), ("transformer", "tagging")]
+
+
+def inputs_for(kind, task):
+    return model_inputs(PAIRS if kind == "siamese" else SEQUENCES)
+
+
+@pytest.mark.parametrize("kind,task", CASES)
+def test_output_shapes(kind, task):
+    torch.manual_seed(0)
+    model = build_student(student_cfg(kind), vocab_size=20, num_labels=3, task=task).eval()
+    logits = model(*inputs_for(kind, task))["logits"]
+    assert logits.shape == ((2, 4, 3) if task == "tagging" else (2, 3))
+    assert count_params(model) == sum(p.numel() for p in model.parameters()) > 0
+
+
+@pytest.mark.parametrize("kind,task", CASES)
+def test_representation_head_maps_to_the_teacher_size(kind, task):
+    model = build_student(student_cfg(kind), vocab_size=20, num_labels=3, task=task, teacher_hidden_size=12)
+    representation = model(*inputs_for(kind, task))["representation"]
+    assert representation.shape == ((2, 4, 12) if task == "tagging" else (2, 12))
+    assert (representation >= -0.17).all()  # gelu's minimum is about -0.17
+
+
+@pytest.mark.parametrize("kind", ["bilstm", "rnn", "transformer"])
+def test_padding_never_changes_a_prediction(kind):
+    """The same sentence alone or next to a much longer one gives the same output."""
+    torch.manual_seed(0)
+    model = build_student(student_cfg(kind), vocab_size=40, num_labels=3, task="classification").eval()
+    alone = model(*model_inputs([[5, 6, 7]]))["logits"][0]
+    padded = model(*model_inputs([[5, 6, 7], list(range(2, 30))]))["logits"][0]
+    assert torch.allclose(alone, padded, atol=1e-5)
+
+
+def test_max_pool_ignores_padding_even_when_states_are_negative():
+    from distil.students.encoders import max_pool
+
+    states = torch.tensor([[[-3.0], [-2.0], [0.0]]])  # the padded position holds the largest value
+    assert max_pool(states, torch.tensor([[1, 1, 0]])).item() == -2.0
+
+
+def test_siamese_is_symmetric_in_its_shared_encoder():
+    torch.manual_seed(0)
+    model = build_student(student_cfg("siamese"), vocab_size=20, num_labels=2, task="pair").eval()
+    out = model(*model_inputs([([5, 6], [7, 8, 9])]))
+    h1, h2 = out["pooled"].chunk(2, dim=-1)
+    swapped = model(*model_inputs([([7, 8, 9], [5, 6])]))["pooled"]
+    assert torch.allclose(torch.cat([h2, h1], dim=-1), swapped, atol=1e-6)
+
+
+def test_turc_bert_tiny_has_the_published_size():
+    """BERT-Tiny (L=2, H=128) over BERT's 30,522 wordpieces has 4.4M parameters (Turc et al.)."""
+    model = build_student(student_cfg("transformer", num_layers=2, hidden_size=128), vocab_size=30522,
+                          num_labels=2, task="classification")
+    assert count_params(model) == pytest.approx(4.4e6, rel=0.01)
+
+
+def test_student_that_cannot_do_the_task():
+    with pytest.raises(DistilError, match="student 'siamese' cannot do classification"):
+        check_student(student_cfg("siamese"), "classification")
+
+
+def test_every_family_declares_its_tasks():
+    assert all(family.TASKS for family in FAMILIES.values())
+
+
+def test_trimmed_vocab_round_trip(tmp_path):
+    vocab = TrimmedVocab.from_sequences([[101, 7592, 102], [101, 2088, 102]])
+    assert len(vocab) == 2 + 4
+    assert vocab.map([101, 2088, 999]) == [2, 4, UNK]  # ids sorted: 101, 102, 2088, 7592
+    vocab.save(tmp_path / "vocab.json")
+    again = TrimmedVocab.load(tmp_path / "vocab.json")
+    assert again.map([101, 2088, 999]) == vocab.map([101, 2088, 999])
+
+
+def test_word_vocab_for_the_rnn_baseline():
+    vocab = TrimmedVocab.from_sequences([["the", "film"], ["a", "film"]])
+    assert vocab.map(["film", "unseen"]) == [vocab.map(["film"])[0], UNK]
+
+
+def test_unpadded_fast_path_matches_the_packed_path():
+    """A batch without padding skips packing; the states must be the same either way."""
+    from distil.students.encoders import BiLSTMEncoder
+
+    torch.manual_seed(0)
+    encoder = BiLSTMEncoder(20, 8, 8, dropout=0.0).eval()
+    ids, mask = model_inputs([[5, 6, 7], [8, 9, 10]])
+    fast_states, fast_last = encoder(ids, mask)
+    # the same two rows next to a longer one go through the packed path
+    ids3, mask3 = model_inputs([[5, 6, 7], [8, 9, 10], [2, 3, 4, 5, 6]])
+    slow_states, slow_last = encoder(ids3, mask3)
+    assert torch.allclose(fast_states, slow_states[:2, :3], atol=1e-6)
+    assert torch.allclose(fast_last, slow_last[:2], atol=1e-6)
