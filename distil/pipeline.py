@@ -83,6 +83,7 @@ class StudentResult:
     vocab: TrimmedVocab
     stages: list[dict]
     test_ids: list[list[int]]
+    teacher_hidden_size: int
 
 
 def run(cfg: Config, run_dir: Path, choices: dict, overrides: list[str]) -> dict:
@@ -107,7 +108,8 @@ def run(cfg: Config, run_dir: Path, choices: dict, overrides: list[str]) -> dict
     }
     metric = PRIMARY_METRIC[data.task]
     teacher_vocab = TeacherVocab(model.get_input_embeddings().weight.detach().float(),
-                                 tokenizer.convert_ids_to_tokens(list(range(len(tokenizer)))))
+                                 tokenizer.convert_ids_to_tokens(list(range(len(tokenizer)))),
+                                 model.config.hidden_size)
 
     if cfg.schedule.per_language and data.multilingual:
         # XtremeDistil D0: a student per language, each seeing only its language's data.
@@ -171,6 +173,7 @@ class TeacherVocab:
 
     embeddings: torch.Tensor
     tokens: list[str]
+    hidden_size: int
 
 
 def initialise_embeddings(model: torch.nn.Module, cfg: Config, vocab: TrimmedVocab, teacher: TeacherVocab) -> None:
@@ -212,10 +215,10 @@ def train_student(cfg: Config, data: TaskData, splits: dict[str, Split], teacher
 
     torch.manual_seed(cfg.seed)
     num_outputs = len(model_labels(data.task, data.label_names))
-    model = build_student(cfg.student, len(vocab), num_outputs, data.task)
+    model = build_student(cfg.student, len(vocab), num_outputs, data.task, teacher_vocab.hidden_size)
     initialise_embeddings(model, cfg, vocab, teacher_vocab)
     stages = run_schedule(cfg.schedule, cfg.trainer, model, student_splits, evaluate_split, metric, cfg.seed, PAD)
-    return StudentResult(model, vocab, stages, student_splits["test"].ids)
+    return StudentResult(model, vocab, stages, student_splits["test"].ids, teacher_vocab.hidden_size)
 
 
 def _sequences(examples: list) -> list:
@@ -262,6 +265,7 @@ def save_student(result: StudentResult, cfg: Config, data: TaskData, tokenizer, 
     tokenizer.save_pretrained(out / "tokenizer")
     config = {"student": OmegaConf.to_container(cfg.student), "task": data.task,
               "labels": model_labels(data.task, data.label_names), "vocab_size": len(result.vocab),
+              "teacher_hidden_size": result.teacher_hidden_size,
               "max_length": cfg.teacher.max_length}
     (out / "config.json").write_text(json.dumps(config, indent=2))
 

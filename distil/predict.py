@@ -35,7 +35,8 @@ class SavedStudent:
         self.task, self.labels = self.config["task"], self.config["labels"]
         self.vocab = TrimmedVocab.load(directory / "vocab.json")
         self.tokenizer = AutoTokenizer.from_pretrained(directory / "tokenizer", local_files_only=True)
-        self.model = build_student(self.cfg, len(self.vocab), len(self.labels), self.task)
+        self.model = build_student(self.cfg, len(self.vocab), len(self.labels), self.task,
+                                   self.config["teacher_hidden_size"])
         self.model.load_state_dict(load_file(directory / "model.safetensors"))
         self.model.eval()
 

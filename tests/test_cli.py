@@ -192,6 +192,8 @@ def test_vectors_file_of_the_wrong_dimension(tmp_path, monkeypatch, capsys):
     ("toy", "rnn", "random", "a new laptop app"),
     ("toy-pair", "siamese", "pca", "chef soup bread ||| garlic recipe oven"),
     ("toy-ner", "bilstm-tagger", "svd", "anna visited acme in paris"),
+    ("toy-pair", "sra", "random", "chef soup ||| laptop app"),
+    ("toy-ner", "transformer-tiny", "random", "boris met globex in oslo"),
 ])
 def test_saved_student_predicts(tmp_path, monkeypatch, capsys, dataset, student, init, text):
     from distil.predict import main as predict

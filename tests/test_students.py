@@ -24,17 +24,17 @@ def student_cfg(kind, **overrides):
 
 CASES = [("bilstm", "classification"), ("bilstm", "pair"), ("rnn", "classification"),
          ("bilstm_tagger", "tagging"), ("siamese", "pair"), ("transformer", "classification"),
-         ("transformer", "pair"), ("transformer", "tagging")]
+         ("transformer", "pair"), ("transformer", "tagging"), ("sra", "classification"), ("sra", "pair")]
 
 
 def inputs_for(kind, task):
-    return model_inputs(PAIRS if kind == "siamese" else SEQUENCES)
+    return model_inputs(PAIRS if kind == "siamese" or (kind, task) == ("sra", "pair") else SEQUENCES)
 
 
 @pytest.mark.parametrize("kind,task", CASES)
 def test_output_shapes(kind, task):
     torch.manual_seed(0)
-    model = build_student(student_cfg(kind), vocab_size=20, num_labels=3, task=task).eval()
+    model = build_student(student_cfg(kind), vocab_size=20, num_labels=3, task=task, teacher_hidden_size=12).eval()
     logits = model(*inputs_for(kind, task))["logits"]
     assert logits.shape == ((2, 4, 3) if task == "tagging" else (2, 3))
     assert count_params(model) == sum(p.numel() for p in model.parameters()) > 0
@@ -42,7 +42,8 @@ def test_output_shapes(kind, task):
 
 @pytest.mark.parametrize("kind,task", CASES)
 def test_representation_head_maps_to_the_teacher_size(kind, task):
-    model = build_student(student_cfg(kind), vocab_size=20, num_labels=3, task=task, teacher_hidden_size=12)
+    model = build_student(student_cfg(kind), vocab_size=20, num_labels=3, task=task, teacher_hidden_size=12,
+                          representation_head=True)
     representation = model(*inputs_for(kind, task))["representation"]
     assert representation.shape == ((2, 4, 12) if task == "tagging" else (2, 12))
     assert (representation >= -0.17).all()  # gelu's minimum is about -0.17
@@ -117,3 +118,11 @@ def test_unpadded_fast_path_matches_the_packed_path():
     slow_states, slow_last = encoder(ids3, mask3)
     assert torch.allclose(fast_states, slow_states[:2, :3], atol=1e-6)
     assert torch.allclose(fast_last, slow_last[:2], atol=1e-6)
+
+
+def test_sra_sentence_vector_has_the_teacher_size_and_lies_in_tanh_range():
+    model = build_student(student_cfg("sra"), vocab_size=20, num_labels=2, task="classification",
+                          teacher_hidden_size=12)
+    sentence = model(*model_inputs(SEQUENCES))["sentence"]
+    assert sentence.shape == (2, 12) and sentence.abs().max() < 1
+    assert model.to_sentence.bias is None  # Wu et al.: a linear layer without bias

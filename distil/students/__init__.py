@@ -11,6 +11,7 @@ from distil.students.bilstm_tagger import BiLSTMTagger
 from distil.students.heads import WithRepresentation
 from distil.students.rnn import RNNClassifier
 from distil.students.siamese import SiameseBiLSTM
+from distil.students.sra import SRAStudent
 from distil.students.transformer import TransformerStudent
 
 FAMILIES = {
@@ -19,6 +20,7 @@ FAMILIES = {
     "rnn": RNNClassifier,
     "siamese": SiameseBiLSTM,
     "transformer": TransformerStudent,
+    "sra": SRAStudent,
 }
 
 
@@ -55,12 +57,18 @@ def word_embeddings(model: torch.nn.Module) -> torch.nn.Embedding:
 
 
 def build_student(
-    cfg: StudentConfig, vocab_size: int, num_labels: int, task: str, teacher_hidden_size: int | None = None
+    cfg: StudentConfig, vocab_size: int, num_labels: int, task: str,
+    teacher_hidden_size: int | None = None, representation_head: bool = False,
 ) -> torch.nn.Module:
-    """The student; with `teacher_hidden_size`, wrapped with a representation head."""
+    """The student; with `representation_head`, wrapped with gelu(W z + b) to the teacher's size."""
     check_student(cfg, task)
-    student = FAMILIES[cfg.kind].from_config(cfg, vocab_size, num_labels, task)
-    return student if teacher_hidden_size is None else WithRepresentation(student, teacher_hidden_size)
+    family = FAMILIES[cfg.kind]
+    needs_teacher_size = getattr(family, "NEEDS_TEACHER_SIZE", False) or representation_head
+    if needs_teacher_size and teacher_hidden_size is None:
+        raise ValueError(f"student kind '{cfg.kind}' needs teacher_hidden_size")
+    extra = {"teacher_hidden_size": teacher_hidden_size} if getattr(family, "NEEDS_TEACHER_SIZE", False) else {}
+    student = family.from_config(cfg, vocab_size, num_labels, task, **extra)
+    return WithRepresentation(student, teacher_hidden_size) if representation_head else student
 
 
 def count_params(model: torch.nn.Module) -> int:
