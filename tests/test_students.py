@@ -126,3 +126,18 @@ def test_sra_sentence_vector_has_the_teacher_size_and_lies_in_tanh_range():
     sentence = model(*model_inputs(SEQUENCES))["sentence"]
     assert sentence.shape == (2, 12) and sentence.abs().max() < 1
     assert model.to_sentence.bias is None  # Wu et al.: a linear layer without bias
+
+
+def test_recurrent_dropout_regularises_training_only_and_trains_the_real_weights():
+    from distil.students.encoders import BiLSTMEncoder
+
+    torch.manual_seed(0)
+    encoder = BiLSTMEncoder(20, 8, 8, dropout=0.0, recurrent_dropout=0.5)
+    ids, mask = model_inputs([[5, 6, 7, 8]])
+    encoder.train()
+    first, second = encoder(ids, mask)[0], encoder(ids, mask)[0]
+    assert not torch.allclose(first, second)  # a new mask on the recurrent weights each call
+    first.sum().backward()
+    assert encoder.lstm.weight_hh_l0.grad is not None and encoder.lstm.weight_hh_l0.grad.abs().sum() > 0
+    encoder.eval()
+    assert torch.allclose(encoder(ids, mask)[0], encoder(ids, mask)[0])
