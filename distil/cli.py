@@ -47,8 +47,28 @@ def _run(cfg: DictConfig) -> float | None:
     return metrics["student"]["dev"][metrics["metric"]]  # sweepers optimise dev, never test
 
 
+def predict_arguments(args: list[str]) -> list[str]:
+    """`distil predict run_dir=R text="..." file=F` in distil-predict's argument form."""
+    translated = []
+    for arg in args:
+        key, _, value = arg.partition("=")
+        if key == "run_dir":
+            translated.insert(0, value)
+        elif key == "file":
+            translated += ["--file", value]
+        else:  # text=... or a bare text
+            translated.append(value if key == "text" else arg)
+    return translated
+
+
 def main() -> None:
     from distil.overrides import check_overrides
+
+    if sys.argv[1:2] == ["predict"]:
+        from distil.predict import main as predict
+
+        predict(predict_arguments(sys.argv[2:]))
+        return
 
     _failed_runs.clear()  # one invocation's sweep failures only
     problem = check_overrides(sys.argv[1:], CONF_DIR)

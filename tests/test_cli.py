@@ -204,6 +204,10 @@ def test_saved_student_predicts(tmp_path, monkeypatch, capsys, dataset, student,
     run_dir = next((tmp_path / "outputs" / "runs").rglob("metrics.json")).parent
     predict([str(run_dir), text])
     line = capsys.readouterr().out.strip().splitlines()[-1]
+    if student == "bilstm":  # the `distil predict run_dir=... text=...` form gives the same answer
+        code, out, _ = distil_in_process(["predict", f"run_dir={run_dir}", f"text={text}"],
+                                         tmp_path, monkeypatch, capsys)
+        assert code == 0 and out.strip().splitlines()[-1] == line
     prediction = line.split("\t")[0]
     if dataset == "toy-ner":
         assert [pair.split("/")[0] for pair in prediction.split()] == text.split()
