@@ -58,6 +58,7 @@ class StudentConfig:
     mlp_hidden_size: int = 200  # siamese: ReLU layer over [h1, h2, h1*h2, |h1-h2|] (Tang: 200 or 400)
     dropout: float = 0.4
     recurrent_dropout: float = 0.0  # LSTM hidden-to-hidden weights, while training (Mukherjee: 0.2)
+    batch_size: int | None = None  # the paper's training batch for this student; None: trainer.batch_size
     # random | svd | pca | file (XtremeDistil Table 14); svd/pca reduce the teacher's wordpiece
     # embeddings to embedding_dim, file reads GloVe / word2vec text vectors from vectors_file
     embedding_init: str = "random"

@@ -217,7 +217,10 @@ def train_student(cfg: Config, data: TaskData, splits: dict[str, Split], teacher
     num_outputs = len(model_labels(data.task, data.label_names))
     model = build_student(cfg.student, len(vocab), num_outputs, data.task, teacher_vocab.hidden_size)
     initialise_embeddings(model, cfg, vocab, teacher_vocab)
-    stages = run_schedule(cfg.schedule, cfg.trainer, model, student_splits, evaluate_split, metric, cfg.seed, PAD)
+    trainer = cfg.trainer
+    if cfg.student.batch_size is not None:  # a student's own paper setting beats the trainer default
+        trainer = OmegaConf.merge(cfg.trainer, {"batch_size": cfg.student.batch_size})
+    stages = run_schedule(cfg.schedule, trainer, model, student_splits, evaluate_split, metric, cfg.seed, PAD)
     return StudentResult(model, vocab, stages, student_splits["test"].ids, teacher_vocab.hidden_size)
 
 

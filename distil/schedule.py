@@ -140,7 +140,7 @@ def train_stage(
              stage.name, metric, dev[metric], result.best_epoch, metric, test[metric])
     return {
         "name": stage.name, "losses": weights, "data": list(stage.data),
-        "examples": len(pool.ids), "best_epoch": result.best_epoch,
+        "examples": len(pool.ids), "batch_size": trainer.batch_size, "best_epoch": result.best_epoch,
         "epochs_run": result.epochs_run, "seconds": round(result.seconds, 1),
         "dev": dev, "test": test,
         "history": result.history,

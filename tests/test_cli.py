@@ -41,6 +41,7 @@ def test_distil_end_to_end(tmp_path):
         assert metrics[model]["params"] > 0
     assert metrics["speed"]["teacher_ex_per_s"] > 0 and metrics["speed"]["student_ex_per_s"] > 0
     assert [s["name"] for s in metrics["student"]["stages"]] == ["S1"]
+    assert metrics["student"]["stages"][0]["batch_size"] == 12  # the student's setting beats trainer's 16
     assert (metrics_files[0].parent / "student" / "model.safetensors").is_file()
     assert "student bilstm" in result.stdout
 
