@@ -64,13 +64,9 @@ def label_distribution(data: TaskData) -> pd.DataFrame:
 
 
 def per_language(data: TaskData) -> pd.DataFrame:
-    rows = []
-    for lang in data.languages:
-        row = {"language": lang}
-        for split in SPLITS:
-            row[split] = sum(1 for v in data.splits[split]["language"][:] if v == lang)
-        rows.append(row)
-    return pd.DataFrame(rows)
+    counts = {split: Counter(data.splits[split]["language"][:]) for split in SPLITS}  # one column read per split
+    return pd.DataFrame([{"language": lang, **{split: counts[split][lang] for split in SPLITS}}
+                         for lang in data.languages])
 
 
 def show(frame: pd.DataFrame, title: str, index: bool = False) -> None:
