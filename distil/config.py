@@ -40,7 +40,10 @@ class TeacherConfig:
     # weights and exposes get_model_path()), or "random" (built from random_init).
     name_or_path: str = MISSING
     description: str = ""
-    layer: int = -1  # hidden layer whose [CLS] vector is cached (-1 = last)
+    # Hidden layer the representation losses compare with (-1 = last; XtremeDistil Table 13
+    # sweeps it). Cached only when the schedule has a representation loss: its [CLS] vector
+    # for sequence tasks, every wordpiece for tagging.
+    layer: int = -1
     max_length: int = 128
     eval_batch_size: int = 64
     finetune: FineTuneConfig = field(default_factory=FineTuneConfig)
@@ -72,8 +75,17 @@ class StageConfig:
     losses: dict[str, float] = MISSING
     # which examples the stage trains on: "labeled" and/or "transfer"
     data: list[str] = field(default_factory=lambda: ["labeled"])
-    epochs: int | None = None  # None: trainer.epochs
+    epochs: int | None = None  # None: trainer.epochs; with gradual unfreezing, per step (n in Algorithm 1)
     patience: int | None = None  # None: trainer.patience
+    # "none": every parameter trains; "gradual": XtremeDistil Algorithm 1 / Mukherjee 5.2,
+    # unfreeze the student top layer first, one more layer below per step, down to the
+    # embeddings; every step restores the best model on dev before the next
+    unfreeze: str = "none"
+    # what picks the best epoch on dev: "metric" (accuracy / F1), "loss" (the stage's own
+    # loss on dev), or "auto": loss for representation-only stages, whose classifier is
+    # untrained, the metric otherwise
+    select: str = "auto"
+    temperature: float = 1.0  # soft_ce / kl only (Turc: 1)
 
 
 @dataclass
@@ -83,6 +95,9 @@ class ScheduleConfig:
     # One student per language (XtremeDistil D0) instead of one over all languages (D0-S);
     # only matters for multilingual datasets.
     per_language: bool = False
+    # Named loss weights that stages refer to by interpolation, e.g. ce: ${schedule.weights.alpha},
+    # so a sweep can vary them: distil -m schedule=joint schedule.weights.alpha=1,10
+    weights: dict[str, float] = field(default_factory=dict)
     stages: list[StageConfig] = MISSING
 
 
@@ -152,8 +167,12 @@ class TransferSizeConfig:
 
 @dataclass
 class TrainerConfig:
-    optimizer: str = "adam"
+    optimizer: str = "adam"  # adam | adamw | sgd | adadelta
     lr: float = 1e-3
+    rho: float = 0.95  # adadelta's decay (Zeiler; Tang et al. and Mukherjee & Awadallah: 0.95)
+    # "constant", or "cosine": from lr down to lr_min over each stage or unfreezing step (XtremeDistil)
+    lr_schedule: str = "constant"
+    lr_min: float = 1e-8
     batch_size: int = 32
     eval_batch_size: int = 128
     epochs: int = 10

@@ -14,6 +14,12 @@ def _params(n: int | None) -> str:
     return "-" if n is None else f"{n / 1e6:.2f}M"
 
 
+def _count(n: int | None) -> str:
+    if n is None:
+        return "-"
+    return f"{n / 1e6:.2f}M" if n >= 1e6 else f"{n / 1e3:.1f}k" if n >= 1e3 else str(n)
+
+
 def run_table(metrics: dict) -> Table:
     choices, metric = metrics["choices"], metrics["metric"]
     teacher, student, speed = metrics["teacher"], metrics["student"], metrics.get("speed", {})
@@ -58,8 +64,30 @@ def language_table(metrics: dict) -> Table | None:
     return table
 
 
+def stages_table(metrics: dict) -> Table | None:
+    """The student's progression through its schedule: one row per stage and unfreezing
+    step, as XtremeDistil Table 4 reports it (test is shown, never used to choose)."""
+    records, metric = metrics["student"].get("stages"), metrics["metric"]
+    if not isinstance(records, list):  # one student per language: see metrics.json
+        return None
+    table = Table(title=f"schedule {metrics['choices']['schedule']}: every stage and unfreezing step")
+    for column in ("stage", "step", "losses", "data", "trainable", "best / run epochs", "selected on",
+                   f"dev {metric} %", "dev loss", f"test {metric} %", "seconds"):
+        table.add_column(column, justify="left" if column in ("stage", "step", "losses", "data") else "right")
+    for r in records:
+        losses = " + ".join(name if weight == 1 else f"{weight:g}·{name}" for name, weight in r["losses"].items())
+        table.add_row(r["name"], "all layers" if r["step"] == "all" else f"+ {r['step']}", losses,
+                      "+".join(r["data"]), _count(r.get("trainable_params")), f"{r['best_epoch']} / {r['epochs_run']}",
+                      r.get("selected_on", "-"), _pct(r["dev"][metric]), f"{r.get('dev_loss', float('nan')):.4f}",
+                      _pct(r["test"][metric]), f"{r['seconds']:.0f}")
+    return table
+
+
 def print_run(metrics: dict) -> None:
     console = Console()
+    stages = stages_table(metrics)
+    if stages is not None:
+        console.print(stages)
     console.print(run_table(metrics))
     languages = language_table(metrics)
     if languages is not None:

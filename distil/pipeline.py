@@ -22,7 +22,7 @@ from distil.data import build_task_data
 from distil.data.encode import Encoded, encode, model_labels
 from distil.data.split import TaskData
 from distil.evaluate import PRIMARY_METRIC, majority_baseline, score, student_logits
-from distil.schedule import StudentSplit, run_schedule, validate_schedule
+from distil.schedule import StudentSplit, needs_teacher_hidden, run_schedule, validate_schedule
 from distil.speed import examples_per_second
 from distil.store import ArtifactStore
 from distil.students import (
@@ -36,7 +36,15 @@ from distil.students import (
 )
 from distil.students.embeddings import check_embedding_init, initial_embeddings
 from distil.students.vocab import PAD, TrimmedVocab
-from distil.teacher import ensure_targets, ensure_teacher, load_finetuned, load_targets, teacher_logits
+from distil.teacher import (
+    ensure_targets,
+    ensure_teacher,
+    load_finetuned,
+    load_targets,
+    teacher_hidden,
+    teacher_logits,
+)
+from distil.teacher.load import check_layer
 from distil.teacher.load import hidden_size as teacher_hidden_size
 
 log = logging.getLogger(__name__)
@@ -62,16 +70,21 @@ def quiet_libraries() -> None:
 
 @dataclass
 class Split:
-    """A split as the student stage sees it: examples, their wordpieces and teacher logits."""
+    """A split as the student stage sees it: examples, their wordpieces and teacher outputs
+    (the hidden layer only when the schedule has a representation loss)."""
 
     examples: datasets.Dataset
     encoded: Encoded
     teacher_logits: torch.Tensor | list[torch.Tensor]
+    teacher_hidden: torch.Tensor | list[torch.Tensor] | None = None
 
     def select(self, rows: list[int]) -> Split:
-        logits = (self.teacher_logits[rows] if isinstance(self.teacher_logits, torch.Tensor)
-                  else [self.teacher_logits[i] for i in rows])
-        return Split(self.examples.select(rows), self.encoded.select(rows), logits)
+        def pick(values):
+            if values is None or isinstance(values, torch.Tensor):
+                return None if values is None else values[rows]
+            return [values[i] for i in rows]
+        return Split(self.examples.select(rows), self.encoded.select(rows), pick(self.teacher_logits),
+                     pick(self.teacher_hidden))
 
     def language(self, lang: str) -> Split:
         return self.select([i for i, v in enumerate(self.examples["language"][:]) if v == lang])
@@ -89,6 +102,9 @@ class StudentResult:
 def run(cfg: Config, run_dir: Path, choices: dict, overrides: list[str]) -> dict:
     setup_runtime(cfg)
     validate_schedule(cfg.schedule, cfg.trainer)
+    with_hidden = needs_teacher_hidden(cfg.schedule)
+    if with_hidden:
+        check_layer(cfg.teacher)
     check_student(cfg.student, cfg.dataset.task)
     check_embedding_init(cfg.student.embedding_init, embedding_size(cfg.student), teacher_hidden_size(cfg.teacher),
                          cfg.student.vectors_file, reads_words(cfg.student))
@@ -98,14 +114,14 @@ def run(cfg: Config, run_dir: Path, choices: dict, overrides: list[str]) -> dict
     log.info("data %s (%s): %s", cfg.dataset.name, data.task, data.summary())
     store = ArtifactStore(cfg.paths.cache)
     teacher = ensure_teacher(cfg.teacher, data, store, cfg.seed, cfg.hub_offline)
-    targets = ensure_targets(cfg.teacher, teacher, data, store)
+    targets = ensure_targets(cfg.teacher, teacher, data, store, with_hidden)
 
     model, tokenizer = load_finetuned(teacher.path, data.task)
-    splits = {
-        name: Split(ds, encode(data.task, tokenizer, ds, cfg.teacher.max_length, len(data.label_names)),
-                    teacher_logits(load_targets(targets, name)))
-        for name, ds in data.splits.items()
-    }
+    splits = {}
+    for name, ds in data.splits.items():
+        cached = load_targets(targets, name)
+        splits[name] = Split(ds, encode(data.task, tokenizer, ds, cfg.teacher.max_length, len(data.label_names)),
+                             teacher_logits(cached), teacher_hidden(cached) if with_hidden else None)
     metric = PRIMARY_METRIC[data.task]
     teacher_vocab = TeacherVocab(model.get_input_embeddings().weight.detach().float(),
                                  tokenizer.convert_ids_to_tokens(list(range(len(tokenizer)))),
@@ -203,7 +219,7 @@ def train_student(cfg: Config, data: TaskData, splits: dict[str, Split], teacher
 
     student_splits = {
         name: StudentSplit([to_student(example) for example in tokens[name]], gold_labels(data, split),
-                           split.teacher_logits)
+                           split.teacher_logits, split.teacher_hidden, split.encoded.word_starts)
         for name, split in splits.items()
     }
     metric = PRIMARY_METRIC[data.task]
@@ -215,7 +231,8 @@ def train_student(cfg: Config, data: TaskData, splits: dict[str, Split], teacher
 
     torch.manual_seed(cfg.seed)
     num_outputs = len(model_labels(data.task, data.label_names))
-    model = build_student(cfg.student, len(vocab), num_outputs, data.task, teacher_vocab.hidden_size)
+    model = build_student(cfg.student, len(vocab), num_outputs, data.task, teacher_vocab.hidden_size,
+                          representation_head=needs_teacher_hidden(cfg.schedule))
     initialise_embeddings(model, cfg, vocab, teacher_vocab)
     trainer = cfg.trainer
     if cfg.student.batch_size is not None:  # a student's own paper setting beats the trainer default
@@ -269,6 +286,7 @@ def save_student(result: StudentResult, cfg: Config, data: TaskData, tokenizer, 
     config = {"student": OmegaConf.to_container(cfg.student), "task": data.task,
               "labels": model_labels(data.task, data.label_names), "vocab_size": len(result.vocab),
               "teacher_hidden_size": result.teacher_hidden_size,
+              "representation_head": needs_teacher_hidden(cfg.schedule),
               "max_length": cfg.teacher.max_length}
     (out / "config.json").write_text(json.dumps(config, indent=2))
 

@@ -36,7 +36,8 @@ class SavedStudent:
         self.vocab = TrimmedVocab.load(directory / "vocab.json")
         self.tokenizer = AutoTokenizer.from_pretrained(directory / "tokenizer", local_files_only=True)
         self.model = build_student(self.cfg, len(self.vocab), len(self.labels), self.task,
-                                   self.config["teacher_hidden_size"])
+                                   self.config["teacher_hidden_size"],
+                                   representation_head=self.config.get("representation_head", False))
         self.model.load_state_dict(load_file(directory / "model.safetensors"))
         self.model.eval()
 

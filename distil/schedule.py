@@ -1,4 +1,11 @@
-"""Run a schedule: its stages, in order, each a `fit` with the stage's weighted losses."""
+"""Run a schedule: its stages in order, each one or more `fit` steps with the stage's losses.
+
+A stage trains every parameter at once, or unfreezes gradually (XtremeDistil Algorithm 1;
+Mukherjee & Awadallah 5.2): everything frozen, then the top layer group trains, then one
+more group below joins per step, down to the embeddings. Every step keeps the best model
+on dev, counting the model it started from, so a step never leaves the student worse on
+dev than it found it.
+"""
 
 from __future__ import annotations
 
@@ -12,76 +19,109 @@ import torch
 from distil.config import ScheduleConfig, StageConfig, TrainerConfig
 from distil.data.batching import Example, model_inputs, pad_labels, shuffled_batches
 from distil.errors import DistilError
-from distil.losses import LOSSES, weighted_loss
+from distil.losses import LOSSES, Targets, reads_logits, reads_representation, weighted_loss
 from distil.train import fit
 
 log = logging.getLogger(__name__)
 
-OPTIMIZERS = {"adam": torch.optim.Adam, "adamw": torch.optim.AdamW, "sgd": torch.optim.SGD}
+OPTIMIZERS = {
+    "adam": lambda params, t: torch.optim.Adam(params, lr=t.lr),
+    "adamw": lambda params, t: torch.optim.AdamW(params, lr=t.lr),
+    "sgd": lambda params, t: torch.optim.SGD(params, lr=t.lr),
+    "adadelta": lambda params, t: torch.optim.Adadelta(params, lr=t.lr, rho=t.rho),
+}
+LR_SCHEDULES = ("constant", "cosine")
 STAGE_DATA = ("labeled", "transfer")
+UNFREEZE = ("none", "gradual")
+SELECT = ("auto", "metric", "loss")
 
 
 @dataclass
 class StudentSplit:
     """One split as the student sees it: trimmed-vocabulary ids plus targets.
 
-    Sequence tasks: labels [N] and teacher_logits [N, C]. Tagging: per sentence, a list
-    of wordpiece labels and a [len, C] tensor. A missing gold label is -1 (transfer set).
+    Sequence tasks: labels [N], teacher_logits [N, C], teacher_hidden [N, H]. Tagging: per
+    sentence, wordpiece labels, a [len, C] and a [len, H] tensor, and the positions of each
+    word's first wordpiece. A missing gold label is -1 (transfer set). teacher_hidden is
+    None unless the schedule has a representation loss.
     """
 
     ids: list[Example]
     labels: torch.Tensor | list[list[int]]
     teacher_logits: torch.Tensor | list[torch.Tensor]
+    teacher_hidden: torch.Tensor | list[torch.Tensor] | None = None
+    word_starts: list[list[int]] | None = None
 
     @property
     def per_token(self) -> bool:
         return isinstance(self.labels, list)
 
-    def batch(self, rows, pad_id: int):
-        """(model inputs, labels, teacher_logits) for these rows, padded to the longest."""
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def batch(self, rows, pad_id: int) -> tuple[tuple[torch.Tensor, ...], Targets]:
+        """(model inputs, targets) for these rows, padded to the longest."""
         inputs = model_inputs([self.ids[i] for i in rows], pad_id)
+        hidden = self.teacher_hidden
         if not self.per_token:
-            return inputs, self.labels[rows], self.teacher_logits[rows]
+            return inputs, Targets(self.labels[rows], self.teacher_logits[rows],
+                                   None if hidden is None else hidden[rows])
         width = inputs[0].shape[1]
-        labels = pad_labels([self.labels[i] for i in rows], width)
-        teacher = torch.zeros((len(rows), width, self.teacher_logits[rows[0]].shape[-1]))
-        for k, row in enumerate(rows):
-            teacher[k, : len(self.teacher_logits[row])] = self.teacher_logits[row]
-        return inputs, labels, teacher
+        targets = Targets(pad_labels([self.labels[i] for i in rows], width),
+                          _pad_rows([self.teacher_logits[i] for i in rows], width))
+        if hidden is not None:
+            targets.teacher_hidden = _pad_rows([hidden[i] for i in rows], width)
+            targets.word_starts = torch.zeros((len(rows), width), dtype=torch.bool)
+            for k, row in enumerate(rows):
+                targets.word_starts[k, [p for p in self.word_starts[row] if p >= 0]] = True
+        return inputs, targets
 
     @staticmethod
     def concat(parts: list[StudentSplit]) -> StudentSplit:
-        ids = [seq for p in parts for seq in p.ids]
-        if parts[0].per_token:
-            return StudentSplit(ids, [row for p in parts for row in p.labels],
-                                [row for p in parts for row in p.teacher_logits])
-        return StudentSplit(ids, torch.cat([p.labels for p in parts]),
-                            torch.cat([p.teacher_logits for p in parts]))
+        def join(field: str):
+            values = [getattr(p, field) for p in parts]
+            if values[0] is None:
+                return None
+            return [row for v in values for row in v] if isinstance(values[0], list) else torch.cat(values)
+        return StudentSplit([seq for p in parts for seq in p.ids], join("labels"), join("teacher_logits"),
+                            join("teacher_hidden"), join("word_starts"))
+
+
+def _pad_rows(rows: list[torch.Tensor], width: int) -> torch.Tensor:
+    out = torch.zeros((len(rows), width, rows[0].shape[-1]))
+    for k, row in enumerate(rows):
+        out[k, : len(row)] = row
+    return out
 
 
 # (model, split name) -> scores of that split, e.g. {"accuracy": 0.9}; built by the pipeline
 SplitEvaluator = Callable[[torch.nn.Module, str], dict]
 
 
+def needs_teacher_hidden(schedule: ScheduleConfig) -> bool:
+    """Whether any stage compares the student with a teacher hidden layer (then it is cached)."""
+    return any(reads_representation(stage.losses) for stage in schedule.stages)
+
+
 def validate_schedule(schedule: ScheduleConfig, trainer: TrainerConfig) -> None:
     """Fail before any training on a schedule or trainer setting that cannot run."""
-    if trainer.optimizer not in OPTIMIZERS:
-        raise DistilError(
-            f"trainer.optimizer '{trainer.optimizer}' is unknown; use one of: {', '.join(OPTIMIZERS)}"
-        )
+    _check_choice("trainer.optimizer", trainer.optimizer, OPTIMIZERS)
+    _check_choice("trainer.lr_schedule", trainer.lr_schedule, LR_SCHEDULES)
     for stage in schedule.stages:
+        where = f"schedule '{schedule.name}' stage {stage.name}"
         unknown = sorted(set(stage.losses) - set(LOSSES))
-        if unknown:
-            raise DistilError(
-                f"schedule '{schedule.name}' stage {stage.name}: unknown loss {unknown}; "
-                f"use any of: {', '.join(LOSSES)}"
-            )
+        if unknown or not stage.losses:
+            raise DistilError(f"{where}: unknown or no loss {unknown}; use any of: {', '.join(LOSSES)}")
         bad_data = sorted(set(stage.data) - set(STAGE_DATA))
         if bad_data or not stage.data:
-            raise DistilError(
-                f"schedule '{schedule.name}' stage {stage.name}: data must list some of "
-                f"{', '.join(STAGE_DATA)} (got {list(stage.data)})"
-            )
+            raise DistilError(f"{where}: data must list some of {', '.join(STAGE_DATA)} (got {list(stage.data)})")
+        _check_choice(f"{where}: unfreeze", stage.unfreeze, UNFREEZE)
+        _check_choice(f"{where}: select", stage.select, SELECT)
+
+
+def _check_choice(what: str, value: str, allowed) -> None:
+    if value not in allowed:
+        raise DistilError(f"{what} '{value}' is unknown; use one of: {', '.join(allowed)}")
 
 
 def run_schedule(
@@ -94,54 +134,108 @@ def run_schedule(
     seed: int,
     pad_id: int = 0,
 ) -> list[dict]:
-    """Train `model` stage by stage; returns per-stage dev/test scores (test only reported)."""
+    """Train `model` stage by stage; one record per stage step with its dev and test scores
+    (test is only reported, never used to choose)."""
     rng = np.random.default_rng(seed)
-    return [train_stage(schedule.name, stage, trainer, model, splits, evaluate, metric, rng, pad_id)
-            for stage in schedule.stages]
+    records = []
+    for stage in schedule.stages:
+        trainer_for_stage = StageTrainer(schedule.name, stage, trainer, model, splits, evaluate, metric, rng, pad_id)
+        records.extend(trainer_for_stage.run())
+    return records
 
 
-def train_stage(
-    schedule_name: str,
-    stage: StageConfig,
-    trainer: TrainerConfig,
-    model: torch.nn.Module,
-    splits: dict[str, StudentSplit],
-    evaluate: SplitEvaluator,
-    metric: str,
-    rng: np.random.Generator,
-    pad_id: int,
-) -> dict:
-    pool = StudentSplit.concat([splits[name] for name in stage.data])
-    if len(pool.ids) == 0:
-        raise DistilError(
-            f"schedule '{schedule_name}' stage {stage.name} has no examples in {list(stage.data)}; "
-            f"choose a transfer_size above 0x or a schedule without the transfer set"
+def unfreezing_groups(model: torch.nn.Module, stage: StageConfig) -> list[tuple[str, list[torch.nn.Parameter]]]:
+    """The student's layer groups, top to bottom, that the stage's losses can reach: a
+    representation-only stage skips the classifier, a stage without representation losses
+    skips the projection (training it could not change the loss)."""
+    skip = set()
+    if not reads_logits(stage.losses):
+        skip.add("classifier")
+    if not reads_representation(stage.losses):
+        skip.add("projection")
+    return [(name, list(module.parameters())) for name, module in model.layer_groups() if name not in skip]
+
+
+class StageTrainer:
+    """One stage: its example pool, its losses, and its steps (one, or one per layer group)."""
+
+    def __init__(self, schedule_name: str, stage: StageConfig, trainer: TrainerConfig, model: torch.nn.Module,
+                 splits: dict[str, StudentSplit], evaluate: SplitEvaluator, metric: str,
+                 rng: np.random.Generator, pad_id: int):
+        self.stage, self.trainer, self.model = stage, trainer, model
+        self.splits, self.evaluate, self.metric, self.rng, self.pad_id = splits, evaluate, metric, rng, pad_id
+        self.weights = {name: float(w) for name, w in stage.losses.items()}
+        self.pool = StudentSplit.concat([splits[name] for name in stage.data])
+        if len(self.pool) == 0:
+            raise DistilError(
+                f"schedule '{schedule_name}' stage {stage.name} has no examples in {list(stage.data)}; "
+                f"choose a transfer_size above 0x or a schedule without the transfer set"
+            )
+        select = stage.select
+        if select == "auto":
+            select = "metric" if reads_logits(stage.losses) else "loss"
+        self.select_on_loss = select == "loss"
+        self.label = f"{schedule_name} {stage.name} ({'+'.join(self.weights)})"
+
+    def loss(self, split: StudentSplit, rows) -> torch.Tensor:
+        inputs, targets = split.batch(rows, self.pad_id)
+        return weighted_loss(self.weights, self.model(*inputs), targets, self.stage.temperature)
+
+    @torch.no_grad()
+    def dev_loss(self) -> float:
+        """The stage's loss on dev (model in eval mode), averaged over examples."""
+        dev = self.splits["dev"]
+        total, size = 0.0, self.trainer.eval_batch_size
+        for start in range(0, len(dev), size):
+            rows = np.arange(start, min(start + size, len(dev)))
+            total += self.loss(dev, rows).item() * len(rows)
+        return total / max(len(dev), 1)
+
+    def dev_score(self) -> float:
+        """What selects the best epoch: higher is better."""
+        return -self.dev_loss() if self.select_on_loss else self.evaluate(self.model, "dev")[self.metric]
+
+    def run(self) -> list[dict]:
+        if self.stage.unfreeze == "none":
+            return [self.step("all", [p for p in self.model.parameters()])]
+        records, unfrozen = [], []
+        for name, params in unfreezing_groups(self.model, self.stage):
+            unfrozen.extend(params)  # once a layer is unfrozen it stays so (Algorithm 1)
+            records.append(self.step(name, unfrozen))
+        for p in self.model.parameters():
+            p.requires_grad_(True)
+        return records
+
+    def step(self, name: str, trainable: list[torch.nn.Parameter]) -> dict:
+        trainable_ids = {id(p) for p in trainable}
+        for p in self.model.parameters():
+            p.requires_grad_(id(p) in trainable_ids)
+        params = [p for p in self.model.parameters() if p.requires_grad]
+        optimizer = OPTIMIZERS[self.trainer.optimizer](params, self.trainer)  # fresh per step
+        epochs = self.stage.epochs or self.trainer.epochs
+        batch_size = self.trainer.batch_size
+        scheduler = None
+        if self.trainer.lr_schedule == "cosine":
+            steps = epochs * -(-len(self.pool) // batch_size)
+            scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=steps, eta_min=self.trainer.lr_min)
+        description = self.label if name == "all" else f"{self.label} unfreeze {name}"
+        result = fit(
+            self.model, optimizer,
+            lambda epoch: shuffled_batches(len(self.pool), batch_size, self.rng),
+            lambda rows: self.loss(self.pool, rows), self.dev_score,
+            epochs=epochs, patience=self.stage.patience or self.trainer.patience,
+            grad_clip=self.trainer.grad_clip, scheduler=scheduler, description=description,
+            baseline=True,
         )
-    weights = dict(stage.losses)
-    optimizer = OPTIMIZERS[trainer.optimizer](
-        [p for p in model.parameters() if p.requires_grad], lr=trainer.lr
-    )
-
-    def loss_fn(rows: np.ndarray) -> torch.Tensor:
-        inputs, labels, teacher = pool.batch(rows, pad_id)
-        return weighted_loss(weights, model(*inputs)["logits"], labels, teacher)
-
-    result = fit(
-        model, optimizer,
-        lambda epoch: shuffled_batches(len(pool.ids), trainer.batch_size, rng),
-        loss_fn, lambda: evaluate(model, "dev")[metric],
-        epochs=stage.epochs or trainer.epochs,
-        patience=stage.patience or trainer.patience,
-        grad_clip=trainer.grad_clip,
-        description=f"{schedule_name} {stage.name} ({'+'.join(weights)})",
-    )
-    dev, test = evaluate(model, "dev"), evaluate(model, "test")  # test is reported, never selects
-    log.info("stage %s: dev %s %.4f (epoch %d), test %s %.4f",
-             stage.name, metric, dev[metric], result.best_epoch, metric, test[metric])
-    return {
-        "name": stage.name, "losses": weights, "data": list(stage.data),
-        "examples": len(pool.ids), "batch_size": trainer.batch_size, "best_epoch": result.best_epoch,
-        "epochs_run": result.epochs_run, "seconds": round(result.seconds, 1),
-        "dev": dev, "test": test,
-        "history": result.history,
-    }
+        dev, test = self.evaluate(self.model, "dev"), self.evaluate(self.model, "test")
+        dev_loss = -result.best_dev if self.select_on_loss else self.dev_loss()
+        log.info("%s: dev %s %.4f, dev loss %.4f (epoch %d), test %s %.4f", description, self.metric,
+                 dev[self.metric], dev_loss, result.best_epoch, self.metric, test[self.metric])
+        return {
+            "name": self.stage.name, "step": name, "losses": self.weights, "data": list(self.stage.data),
+            "examples": len(self.pool), "trainable_params": sum(p.numel() for p in params),
+            "batch_size": batch_size, "optimizer": self.trainer.optimizer, "lr_schedule": self.trainer.lr_schedule,
+            "selected_on": "dev loss" if self.select_on_loss else f"dev {self.metric}",
+            "best_epoch": result.best_epoch, "epochs_run": result.epochs_run, "seconds": round(result.seconds, 1),
+            "dev": dev, "dev_loss": dev_loss, "test": test, "history": result.history,
+        }

@@ -48,6 +48,15 @@ class ArtifactStore:
     def __init__(self, root: str | Path):
         self.root = Path(root)
 
+    def find(self, kind: str, name: str, spec: dict[str, Any]) -> Artifact | None:
+        """The intact artifact for `spec` if one was built, else None (nothing is built)."""
+        key = f"{name}-{spec_hash(spec)}"
+        final = self.root / kind / key
+        if not final.exists() or self.verify(final) is not None:
+            return None
+        manifest = json.loads((final / MANIFEST).read_text())
+        return Artifact(key, final, True, manifest.get("info", {}))
+
     def get_or_build(
         self,
         kind: str,

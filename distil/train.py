@@ -42,15 +42,22 @@ def fit(
     grad_clip: float | None = None,
     scheduler: torch.optim.lr_scheduler.LRScheduler | None = None,
     description: str = "training",
+    baseline: bool = False,
 ) -> FitResult:
     """Train for up to `epochs`, stop after `patience` epochs without a better dev score.
 
     `batches(epoch)` gives that epoch's batches, `loss_fn(batch)` the scalar loss,
-    `evaluate()` the dev score (higher is better).
+    `evaluate()` the dev score (higher is better). With `baseline`, the model as it
+    comes in is scored first and counts as epoch 0: if no epoch beats it, it is restored.
     """
     start = time.perf_counter()
     best_dev, best_epoch, best_state = float("-inf"), 0, None
     history: list[dict[str, float]] = []
+    if baseline:
+        model.eval()
+        best_dev = evaluate()
+        best_state = _snapshot(model)
+        history.append({"epoch": 0, "dev": best_dev})
     trainable = [p for p in model.parameters() if p.requires_grad]
     with progress_bar() as progress:
         task = progress.add_task(description, total=None, status="")
@@ -78,11 +85,16 @@ def fit(
                      running / max(seen, 1), dev)
             if dev > best_dev:
                 best_dev, best_epoch = dev, epoch
-                best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+                best_state = _snapshot(model)
             elif epoch - best_epoch >= patience:
                 log.info("%s: no dev improvement for %d epochs, stopping", description, patience)
                 break
     if best_state is not None:
         model.load_state_dict(best_state)  # restore the best model on dev
     model.eval()
-    return FitResult(best_dev, best_epoch, len(history), time.perf_counter() - start, history)
+    epochs_run = sum(1 for h in history if h["epoch"] > 0)
+    return FitResult(best_dev, best_epoch, epochs_run, time.perf_counter() - start, history)
+
+
+def _snapshot(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    return {k: v.detach().clone() for k, v in model.state_dict().items()}

@@ -85,7 +85,7 @@ def distil_in_process(args, cwd, monkeypatch, capsys) -> tuple[int, str, str]:
 @pytest.mark.parametrize(
     "args,message",
     [
-        (["schedule=d9"], "unknown schedule 'd9'; choose one of: d0, d0-s, d1, hard"),
+        (["schedule=d9"], "unknown schedule 'd9'; choose one of: bilstm-soft, d0, d0-s, d1, d2"),
         (["teacher.lrr=1"], "unknown key 'teacher.lrr'"),
         (["dataset.files.dev=missing.tsv"], "not found; check paths.data_dir and dataset.files"),
         (["dataset.label_column=sentiment"], "no column 'sentiment'; set dataset.label_column"),
@@ -123,7 +123,7 @@ def test_report_without_metrics_fails_clearly(tmp_path, capsys):
 def test_help_lists_groups(tmp_path, monkeypatch, capsys):
     code, out, _ = distil_in_process(["--help"], tmp_path, monkeypatch, capsys)
     assert code == 0
-    assert "schedule: d0, d0-s, d1, hard" in out and "distil-report" in out
+    assert "schedule: bilstm-soft, d0, d0-s, d1, d2" in out and "distil-report" in out
 
 
 def test_a_failing_sweep_cell_does_not_stop_the_sweep(tmp_path, monkeypatch, capsys):

@@ -36,7 +36,7 @@ def test_misspelt_key_is_rejected_by_the_schema():
 
 def test_unknown_option_lists_the_valid_ones():
     problem = check_overrides(["schedule=d9"], CONF_DIR)
-    assert "unknown schedule 'd9'" in problem and "d0, d0-s, d1, hard" in problem
+    assert "unknown schedule 'd9'" in problem and "d0, d0-s, d1, d2" in problem
 
 
 def test_unknown_option_inside_a_sweep_is_found():

@@ -5,18 +5,31 @@ import math
 import pytest
 import torch
 
-from distil.losses import cross_entropy, hard_distillation, logit_mse, weighted_loss
+from distil.losses import (
+    IGNORE,
+    Targets,
+    cross_entropy,
+    hard_distillation,
+    kl_divergence,
+    logit_mse,
+    representation_cosine,
+    representation_kl,
+    representation_mse,
+    soft_cross_entropy,
+    weighted_loss,
+)
+
+QUARTERS = torch.tensor([[0.0, math.log(3.0)]])  # softmax = [1/4, 3/4]
+HALVES = torch.tensor([[0.0, 0.0]])  # softmax = [1/2, 1/2]
 
 
 def test_cross_entropy_hand_computed():
-    logits = torch.tensor([[0.0, math.log(3.0)]])  # softmax = [1/4, 3/4]
-    assert cross_entropy(logits, torch.tensor([1])).item() == pytest.approx(-math.log(0.75))
+    assert cross_entropy(QUARTERS, torch.tensor([1])).item() == pytest.approx(-math.log(0.75))
 
 
 def test_hard_distillation_uses_teacher_argmax():
-    logits = torch.tensor([[0.0, math.log(3.0)]])
     teacher = torch.tensor([[5.0, -1.0]])  # argmax 0
-    assert hard_distillation(logits, teacher).item() == pytest.approx(-math.log(0.25))
+    assert hard_distillation(QUARTERS, teacher).item() == pytest.approx(-math.log(0.25))
 
 
 def test_logit_mse_is_half_squared_norm_per_example():
@@ -26,18 +39,90 @@ def test_logit_mse_is_half_squared_norm_per_example():
     assert logit_mse(student, teacher).item() == pytest.approx(7.5)
 
 
+def test_soft_cross_entropy_at_temperature_one():
+    # -(1/2 log 1/4 + 1/2 log 3/4)
+    expected = -(0.5 * math.log(0.25) + 0.5 * math.log(0.75))
+    assert soft_cross_entropy(QUARTERS, HALVES).item() == pytest.approx(expected)
+
+
+def test_soft_cross_entropy_carries_the_temperature_squared():
+    # At T = 2 the student logits [0, 2 log 3] soften to [1/4, 3/4]; the loss is then scaled by T^2 = 4.
+    student = torch.tensor([[0.0, 2 * math.log(3.0)]])
+    expected = -(0.5 * math.log(0.25) + 0.5 * math.log(0.75)) * 4
+    assert soft_cross_entropy(student, HALVES, temperature=2.0).item() == pytest.approx(expected)
+
+
+def test_kl_divergence_is_soft_cross_entropy_minus_teacher_entropy():
+    expected = 0.5 * math.log(0.5 / 0.25) + 0.5 * math.log(0.5 / 0.75)
+    assert kl_divergence(QUARTERS, HALVES).item() == pytest.approx(expected)
+    student = torch.tensor([[0.0, 2 * math.log(3.0)]])
+    assert kl_divergence(student, HALVES, temperature=2.0).item() == pytest.approx(4 * expected)
+    assert kl_divergence(HALVES, HALVES).item() == pytest.approx(0.0, abs=1e-7)
+
+
+def test_representation_mse_is_half_squared_norm():
+    student = torch.tensor([[1.0, 2.0, 2.0]])
+    assert representation_mse(student, torch.zeros(1, 3)).item() == pytest.approx(0.5 * 9)
+
+
+def test_representation_kl_compares_softmaxed_vectors():
+    # teacher softmax [1/2, 1/2], student softmax [1/4, 3/4]
+    expected = 0.5 * math.log(0.5 / 0.25) + 0.5 * math.log(0.5 / 0.75)
+    assert representation_kl(QUARTERS, HALVES).item() == pytest.approx(expected)
+
+
+def test_representation_cosine_is_half_one_minus_cos():
+    student = torch.tensor([[1.0, 0.0], [1.0, 1.0], [1.0, 0.0]])
+    teacher = torch.tensor([[0.0, 1.0], [2.0, 2.0], [-3.0, 0.0]])
+    # orthogonal 0.5, parallel 0, opposite 1: mean 0.5
+    assert representation_cosine(student, teacher).item() == pytest.approx(0.5)
+
+
 def test_weighted_loss_applies_ce_to_labeled_examples_only():
     logits = torch.tensor([[0.0, math.log(3.0)], [2.0, 0.0]])
-    labels = torch.tensor([1, -1])  # second example is from the transfer set
-    teacher = torch.zeros(2, 2)
-    ce_only = weighted_loss({"ce": 2.0}, logits, labels, teacher)
+    targets = Targets(torch.tensor([1, -1]), torch.zeros(2, 2))  # example 2 is from the transfer set
+    ce_only = weighted_loss({"ce": 2.0}, {"logits": logits}, targets)
     assert ce_only.item() == pytest.approx(-2 * math.log(0.75))
-    both = weighted_loss({"ce": 1.0, "logit_mse": 1.0}, logits, labels, teacher)
+    both = weighted_loss({"ce": 1.0, "logit_mse": 1.0}, {"logits": logits}, targets)
     expected_mse = (0.5 * math.log(3.0) ** 2 + 0.5 * 4.0) / 2
     assert both.item() == pytest.approx(-math.log(0.75) + expected_mse)
 
 
 def test_weighted_loss_without_labeled_examples_skips_ce():
     logits = torch.zeros(2, 2, requires_grad=True)
-    loss = weighted_loss({"ce": 1.0}, logits, torch.tensor([-1, -1]), torch.zeros(2, 2))
+    loss = weighted_loss({"ce": 1.0}, {"logits": logits}, Targets(torch.tensor([-1, -1]), torch.zeros(2, 2)))
     assert loss.item() == 0.0
+
+
+def test_weighted_loss_passes_the_stage_temperature():
+    student = torch.tensor([[0.0, 2 * math.log(3.0)]])
+    targets = Targets(torch.tensor([-1]), HALVES)
+    loss = weighted_loss({"soft_ce": 1.0}, {"logits": student}, targets, temperature=2.0)
+    assert loss.item() == pytest.approx(soft_cross_entropy(student, HALVES, temperature=2.0).item())
+
+
+def test_representation_loss_needs_the_teacher_layer():
+    with pytest.raises(ValueError, match="hidden layer"):
+        weighted_loss({"repr_mse": 1.0}, {"logits": HALVES, "representation": HALVES},
+                      Targets(torch.tensor([0]), HALVES))
+
+
+def test_tagging_masks_padding_specials_and_continuations():
+    # One sentence: [CLS] w1 ##x w2 [SEP] pad. Logit losses see the 4 real wordpieces minus
+    # the specials (w1, ##x, w2); representation losses see word starts only (w1, w2).
+    labels = torch.tensor([[IGNORE, 0, 2, 1, IGNORE, IGNORE]])
+    starts = torch.tensor([[False, True, False, True, False, False]])
+    logits = torch.zeros(1, 6, 3)
+    teacher_logits = torch.zeros(1, 6, 3)
+    teacher_logits[0, 2] = torch.tensor([0.0, 0.0, 2.0])  # only the continuation differs: 0.5 * 4 / 3 rows
+    teacher_logits[0, [0, 4, 5]] = 100.0  # specials and padding would dominate if not masked
+    student_repr = torch.zeros(1, 6, 2)
+    teacher_hidden = torch.zeros(1, 6, 2)
+    teacher_hidden[0, 2] = 50.0  # the continuation: masked for the representation
+    teacher_hidden[0, [0, 4, 5]] = 50.0
+    teacher_hidden[0, 3] = torch.tensor([2.0, 0.0])  # w2: 0.5 * 4, averaged over 2 word starts
+    targets = Targets(labels, teacher_logits, teacher_hidden, starts)
+    outputs = {"logits": logits, "representation": student_repr}
+    assert weighted_loss({"logit_mse": 1.0}, outputs, targets).item() == pytest.approx(2.0 / 3)
+    assert weighted_loss({"repr_mse": 1.0}, outputs, targets).item() == pytest.approx(1.0)
+    assert weighted_loss({"ce": 1.0}, outputs, targets).item() == pytest.approx(math.log(3))

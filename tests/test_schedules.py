@@ -7,12 +7,13 @@ import torch
 from distil.cli import CONF_DIR
 from distil.data.batching import pad
 from distil.evaluate import accuracy, student_logits
-from distil.losses import weighted_loss
+from distil.losses import Targets, weighted_loss
 from distil.overrides import group_options
-from distil.schedule import StudentSplit, run_schedule
+from distil.schedule import StageTrainer, StudentSplit, needs_teacher_hidden, run_schedule, unfreezing_groups
 from distil.students import build_student
 
 SCHEDULES = group_options(CONF_DIR, "schedule")
+HIDDEN = 8  # the fake teacher's hidden size
 
 
 def fake_splits(n=48, num_labels=3, seed=0):
@@ -24,21 +25,35 @@ def fake_splits(n=48, num_labels=3, seed=0):
         gold = torch.tensor([np.bincount([(t - 2) % num_labels for t in s], minlength=num_labels).argmax()
                              for s in ids])
         teacher = torch.nn.functional.one_hot(gold, num_labels).float() * 4 - 2
-        splits[name] = StudentSplit(ids, gold if labeled else torch.full_like(gold, -1), teacher)
+        hidden = torch.nn.functional.one_hot(gold, HIDDEN).float() * 2 - 0.5  # a layer that knows the class
+        splits[name] = StudentSplit(ids, gold if labeled else torch.full_like(gold, -1), teacher, hidden)
     return splits
+
+
+def student_for(cfg, schedule=None):
+    torch.manual_seed(0)
+    schedule = schedule or cfg.schedule
+    return build_student(cfg.student, vocab_size=16, num_labels=3, task="classification",
+                         teacher_hidden_size=HIDDEN, representation_head=needs_teacher_hidden(schedule))
 
 
 def stage_loss(model, stage, pool):
     ids, mask = pad(pool.ids)
-    return weighted_loss(dict(stage.losses), model(ids, mask)["logits"], pool.labels, pool.teacher_logits)
+    targets = Targets(pool.labels, pool.teacher_logits, pool.teacher_hidden)
+    return weighted_loss(dict(stage.losses), model(ids, mask), targets, stage.temperature)
+
+
+def evaluator(splits):
+    def evaluate(student, name):
+        return {"accuracy": accuracy(student_logits(student, splits[name].ids, 0, 64), splits[name].labels)}
+    return evaluate
 
 
 @pytest.mark.parametrize("name", SCHEDULES)
 def test_schedule_loss_goes_down(smoke_cfg, name):
     cfg = smoke_cfg(f"schedule={name}")
-    torch.manual_seed(0)
     splits = fake_splits()
-    model = build_student(cfg.student, vocab_size=16, num_labels=3, task="classification")
+    model = student_for(cfg)
     for stage in cfg.schedule.stages:
         pool = StudentSplit.concat([splits[d] for d in stage.data])
         optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
@@ -56,15 +71,112 @@ def test_schedule_loss_goes_down(smoke_cfg, name):
 @pytest.mark.parametrize("name", SCHEDULES)
 def test_schedule_runs_and_reports_every_stage(smoke_cfg, name):
     cfg = smoke_cfg(f"schedule={name}", "trainer.epochs=2")
-    torch.manual_seed(0)
-    model = build_student(cfg.student, vocab_size=16, num_labels=3, task="classification")
+    model = student_for(cfg)
     splits = fake_splits()
+    records = run_schedule(cfg.schedule, cfg.trainer, model, splits, evaluator(splits), "accuracy", seed=0)
+    assert list(dict.fromkeys(r["name"] for r in records)) == [s.name for s in cfg.schedule.stages]
+    for stage in cfg.schedule.stages:
+        steps = [r["step"] for r in records if r["name"] == stage.name]
+        if stage.unfreeze == "gradual":
+            assert steps == [group for group, _ in unfreezing_groups(model, stage)]
+            assert steps[0] == "classifier" and steps[-1] == "embeddings"
+        else:
+            assert steps == ["all"]
+    for record in records:
+        assert 0.0 <= record["dev"]["accuracy"] <= 1.0 and 0.0 <= record["test"]["accuracy"] <= 1.0
+        assert 0 <= record["best_epoch"] <= record["epochs_run"] <= 2
+        assert record["dev_loss"] >= 0.0
 
-    def evaluate(student, name):
-        return {"accuracy": accuracy(student_logits(student, splits[name].ids, 0, 64), splits[name].labels)}
 
-    stages = run_schedule(cfg.schedule, cfg.trainer, model, splits, evaluate, "accuracy", seed=0)
-    assert [s["name"] for s in stages] == [s.name for s in cfg.schedule.stages]
-    for stage in stages:
-        assert 0.0 <= stage["dev"]["accuracy"] <= 1.0 and 0.0 <= stage["test"]["accuracy"] <= 1.0
-        assert 1 <= stage["best_epoch"] <= stage["epochs_run"] <= 2
+def snapshot(model):
+    return {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+
+def test_frozen_layers_do_not_change_during_a_step(smoke_cfg):
+    cfg = smoke_cfg("schedule=d3.2")
+    model = student_for(cfg)
+    splits = fake_splits()
+    stage = cfg.schedule.stages[1]  # labels + logits, gradual
+    trainer = StageTrainer("d3.2", stage, cfg.trainer, model, splits, evaluator(splits), "accuracy",
+                           np.random.default_rng(0), 0)
+    before = snapshot(model)
+    classifier = [p for name, p in model.named_parameters() if "classifier" in name]
+    record = trainer.step("classifier", classifier)
+    after = snapshot(model)
+    changed = {k for k in before if not torch.equal(before[k], after[k])}
+    assert record["best_epoch"] > 0, "the classifier should improve on a random start"
+    assert changed and all("classifier" in k for k in changed)
+    assert record["trainable_params"] == sum(p.numel() for p in classifier)
+
+
+def test_gradual_unfreezing_reaches_every_layer_group(smoke_cfg):
+    cfg = smoke_cfg("schedule=d4.2")
+    model = student_for(cfg)
+    groups = [name for name, _ in model.layer_groups()]
+    assert groups == ["classifier", "projection", "bilstm", "embeddings"]
+    stages = {s.name: s for s in cfg.schedule.stages}
+    # a logits-only stage cannot move the projection; a representation-only one not the classifier
+    assert [n for n, _ in unfreezing_groups(model, stages["S2"])] == ["classifier", "bilstm", "embeddings"]
+    assert [n for n, _ in unfreezing_groups(model, stages["S1"])] == ["projection", "bilstm", "embeddings"]
+
+
+@pytest.mark.parametrize("schedule", ["d1", "d3.2"])
+def test_restore_best_keeps_the_better_model_when_a_later_step_is_worse(smoke_cfg, schedule):
+    """Train, then train again with a learning rate that wrecks the model: every step must
+    restore the model it started from, so weights and dev score come back unchanged."""
+    cfg = smoke_cfg(f"schedule={schedule}", "trainer.epochs=2")
+    model = student_for(cfg)
+    splits = fake_splits()
+    evaluate = evaluator(splits)
+    run_schedule(cfg.schedule, cfg.trainer, model, splits, evaluate, "accuracy", seed=0)
+    good_state, good_dev = snapshot(model), evaluate(model, "dev")["accuracy"]
+    wrecking = smoke_cfg(f"schedule={schedule}", "trainer.epochs=2", "trainer.optimizer=sgd", "trainer.lr=1e4",
+                         "trainer.grad_clip=0", "trainer.lr_schedule=constant")
+    records = run_schedule(wrecking.schedule, wrecking.trainer, model, splits, evaluate, "accuracy", seed=1)
+    worse = [h["dev"] for r in records for h in r["history"] if h["epoch"] > 0]
+    assert min(worse) < good_dev, "the wrecking run should make some epoch worse"
+    assert all(r["best_epoch"] == 0 for r in records if r["name"] == records[-1]["name"])
+    assert evaluate(model, "dev")["accuracy"] == good_dev
+    final = snapshot(model)
+    assert all(torch.equal(good_state[k], final[k]) for k in good_state)
+
+
+def test_representation_only_stage_selects_on_dev_loss(smoke_cfg):
+    cfg = smoke_cfg("schedule=d4.1", "trainer.epochs=2")
+    model = student_for(cfg)
+    splits = fake_splits()
+    records = run_schedule(cfg.schedule, cfg.trainer, model, splits, evaluator(splits), "accuracy", seed=0)
+    assert [r["selected_on"] for r in records] == ["dev loss", "dev accuracy", "dev accuracy"]
+    s1 = records[0]["history"]
+    assert records[0]["dev_loss"] == pytest.approx(-max(h["dev"] for h in s1))
+
+
+def test_cosine_schedule_decays_to_lr_min(smoke_cfg):
+    cfg = smoke_cfg("schedule=d0-s", "trainer.epochs=2", "trainer.patience=5")
+    assert cfg.trainer.lr_schedule == "cosine" and cfg.trainer.optimizer == "adam"
+    model = student_for(cfg)
+    splits = fake_splits()
+    seen = []
+    original = torch.optim.lr_scheduler.CosineAnnealingLR.step
+
+    def spy(self, *args, **kwargs):
+        original(self, *args, **kwargs)
+        seen.append(self.get_last_lr()[0])
+
+    torch.optim.lr_scheduler.CosineAnnealingLR.step = spy
+    try:
+        run_schedule(cfg.schedule, cfg.trainer, model, splits, evaluator(splits), "accuracy", seed=0)
+    finally:
+        torch.optim.lr_scheduler.CosineAnnealingLR.step = original
+    assert seen[-1] == pytest.approx(cfg.trainer.lr_min, abs=1e-9)
+    assert all(a >= b for a, b in zip(seen, seen[1:], strict=False))
+
+
+def test_paper_optimisers(smoke_cfg):
+    assert smoke_cfg("schedule=rl-llce").trainer.optimizer == "adadelta"
+    adadelta = smoke_cfg("schedule=hard").trainer
+    assert (adadelta.lr, adadelta.rho) == (1.0, 0.95)
+    assert smoke_cfg("schedule=d4.2").trainer.lr_schedule == "cosine"
+    assert smoke_cfg("schedule=d4.2", "trainer=default").trainer.lr_schedule == "constant"
+    joint = smoke_cfg("schedule=joint", "schedule.weights.alpha=3").schedule.stages[0].losses
+    assert dict(joint) == {"ce": 3.0, "repr_mse": 10.0, "logit_mse": 1.0}

@@ -20,13 +20,20 @@ def test_tiny_teacher_fine_tunes_and_caches(smoke_cfg):
     assert history[-1]["train_loss"] < history[0]["train_loss"]
     assert (teacher.path / "model.safetensors").is_file() and (teacher.path / "manifest.json").is_file()
 
-    targets = ensure_targets(cfg.teacher, teacher, data, store)
+    logits_only = ensure_targets(cfg.teacher, teacher, data, store)
+    with_layer = ensure_targets(cfg.teacher, teacher, data, store, with_hidden=True)
+    assert not with_layer.reused and with_layer.key != logits_only.key
     for split, ds in data.splits.items():
-        cached = load_targets(targets, split)
+        assert "hidden" not in load_targets(logits_only, split)  # no schedule asked for a layer
+        cached = load_targets(with_layer, split)
         assert cached["logits"].shape == (len(ds), data.num_labels)
         assert cached["hidden"].shape == (len(ds), cfg.teacher.random_init.hidden_size)
         assert cached["logits"].dtype == torch.float16
         assert torch.isfinite(cached["logits"].float()).all()
+        assert torch.equal(cached["logits"], load_targets(logits_only, split)["logits"])
+    # once a cache with the layer exists, a logits-only run reads it instead of a new pass
+    again = ensure_targets(cfg.teacher, teacher, data, store)
+    assert again.key in (logits_only.key, with_layer.key) and again.reused
 
 
 def test_second_run_reuses_teacher_and_cache(smoke_cfg):

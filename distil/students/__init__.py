@@ -68,7 +68,9 @@ def build_student(
         raise ValueError(f"student kind '{cfg.kind}' needs teacher_hidden_size")
     extra = {"teacher_hidden_size": teacher_hidden_size} if getattr(family, "NEEDS_TEACHER_SIZE", False) else {}
     student = family.from_config(cfg, vocab_size, num_labels, task, **extra)
-    return WithRepresentation(student, teacher_hidden_size) if representation_head else student
+    if representation_head and not getattr(family, "HAS_REPRESENTATION", False):
+        return WithRepresentation(student, teacher_hidden_size)
+    return student
 
 
 def count_params(model: torch.nn.Module) -> int:

@@ -41,6 +41,8 @@ class BiLSTMEncoder(nn.Module):
         last = torch.cat([final[-2], final[-1]], dim=-1)  # top layer, forward and backward directions
         return states, last
 
+    def layer_groups(self) -> list[tuple[str, nn.Module]]:
+        return [("bilstm", self.lstm), ("embeddings", self.embedding)]
 
     def _lstm(self, inputs):
         if not (self.training and self.recurrent_dropout > 0):
@@ -69,6 +71,10 @@ class RecurrentStudent(nn.Module):
         self.dropout = nn.Dropout(dropout)
         self.classifier = nn.Linear(self.encoder.output_size, num_labels)
         self.representation_size = self.encoder.output_size
+
+    def layer_groups(self) -> list[tuple[str, nn.Module]]:
+        """Top to bottom, the order gradual unfreezing follows (XtremeDistil Table 4)."""
+        return [("classifier", self.classifier), *self.encoder.layer_groups()]
 
     @classmethod
     def from_config(cls, cfg: StudentConfig, vocab_size: int, num_labels: int, task: str):

@@ -20,6 +20,11 @@ class WithRepresentation(nn.Module):
         self.student = student
         self.projection = nn.Linear(student.representation_size, teacher_hidden_size)
 
+    def layer_groups(self) -> list[tuple[str, nn.Module]]:
+        """The projection sits just under the classifier (XtremeDistil Table 4)."""
+        classifier, *below = self.student.layer_groups()
+        return [classifier, ("projection", self.projection), *below]
+
     def forward(self, *inputs: torch.Tensor) -> dict[str, torch.Tensor]:
         out = self.student(*inputs)
         state = out["states"] if "states" in out else out["pooled"]

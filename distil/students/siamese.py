@@ -33,6 +33,9 @@ class SiameseBiLSTM(nn.Module):
         return cls(vocab_size, cfg.embedding_dim, cfg.hidden_size, num_labels, cfg.dropout,
                    cfg.mlp_hidden_size, num_layers=cfg.num_layers)
 
+    def layer_groups(self) -> list[tuple[str, nn.Module]]:
+        return [("classifier", self.classifier), *self.encoder.layer_groups()]
+
     def forward(self, ids_a: torch.Tensor, mask_a: torch.Tensor,
                 ids_b: torch.Tensor, mask_b: torch.Tensor) -> dict[str, torch.Tensor]:
         _, h1 = self.encoder(ids_a, mask_a)  # final forward and backward states (Tang)

@@ -19,6 +19,7 @@ class SRAStudent(nn.Module):
     TASKS = ("classification", "pair")
     READS_PAIRS_APART = True
     NEEDS_TEACHER_SIZE = True  # its sentence vector has the teacher's hidden size
+    HAS_REPRESENTATION = True  # ... and is the representation the losses compare: no extra projection
 
     def __init__(self, vocab_size: int, embedding_dim: int, hidden_size: int, num_labels: int, dropout: float,
                  mlp_hidden_size: int, sentence_size: int, pair: bool, pad_id: int = 0, num_layers: int = 1):
@@ -38,6 +39,9 @@ class SRAStudent(nn.Module):
         return cls(vocab_size, cfg.embedding_dim, cfg.hidden_size, num_labels, cfg.dropout, cfg.mlp_hidden_size,
                    teacher_hidden_size, pair=task == "pair", num_layers=cfg.num_layers)
 
+    def layer_groups(self) -> list[tuple[str, nn.Module]]:
+        return [("classifier", self.classifier), ("sentence", self.to_sentence), *self.encoder.layer_groups()]
+
     def sentence(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         states, _ = self.encoder(ids, mask)
         return torch.tanh(self.to_sentence(max_pool(states, mask)))
@@ -45,7 +49,8 @@ class SRAStudent(nn.Module):
     def forward(self, *inputs: torch.Tensor) -> dict[str, torch.Tensor]:
         if not self.pair:
             s = self.sentence(*inputs)
-            return {"pooled": s, "sentence": s, "logits": self.classifier(s)}
+            return {"pooled": s, "sentence": s, "representation": s, "logits": self.classifier(s)}
         s1, s2 = self.sentence(*inputs[:2]), self.sentence(*inputs[2:])
         features = torch.cat([s1, s2, s1 * s2, (s1 - s2).abs()], dim=-1)
-        return {"pooled": torch.cat([s1, s2], dim=-1), "sentence": s1, "logits": self.classifier(features)}
+        return {"pooled": torch.cat([s1, s2], dim=-1), "sentence": s1, "representation": s1,
+                "logits": self.classifier(features)}

@@ -35,6 +35,12 @@ class TransformerStudent(nn.Module):
     def from_config(cls, cfg: StudentConfig, vocab_size: int, num_labels: int, task: str):
         return cls(vocab_size, cfg.num_layers, cfg.hidden_size, num_labels, cfg.dropout, task == "tagging")
 
+    def layer_groups(self) -> list[tuple[str, nn.Module]]:
+        layers = self.bert.encoder.layer
+        return [("classifier", self.classifier),
+                *[(f"layer {i}", layers[i - 1]) for i in range(len(layers), 0, -1)],
+                ("embeddings", self.bert.embeddings)]
+
     def forward(self, ids: torch.Tensor, mask: torch.Tensor) -> dict[str, torch.Tensor]:
         states = self.bert(input_ids=ids, attention_mask=mask).last_hidden_state
         if self.per_token:

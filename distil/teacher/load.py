@@ -69,13 +69,30 @@ def auto_model_class(task: str):
 
 def hidden_size(cfg: TeacherConfig) -> int | None:
     """The teacher's hidden size from its config alone (None when it cannot be read yet)."""
+    return _architecture(cfg, "hidden_size")
+
+
+def num_layers(cfg: TeacherConfig) -> int | None:
+    """The teacher's number of transformer layers (None when its config cannot be read yet)."""
+    return _architecture(cfg, "num_hidden_layers")
+
+
+def _architecture(cfg: TeacherConfig, key: str) -> int | None:
     if cfg.name_or_path == "random":
-        return cfg.random_init.hidden_size if cfg.random_init else None
+        return getattr(cfg.random_init, key) if cfg.random_init else None
     try:
         source = resolve_source(cfg)
-        return AutoConfig.from_pretrained(source, local_files_only=not Path(source).is_dir()).hidden_size
+        return getattr(AutoConfig.from_pretrained(source, local_files_only=not Path(source).is_dir()), key)
     except (OSError, DistilError):
         return None  # loading the teacher reports the problem in full
+
+
+def check_layer(cfg: TeacherConfig) -> None:
+    """teacher.layer indexes hidden_states: 0 is the embeddings, 1..L the layers, -1 the last."""
+    layers = num_layers(cfg)
+    if layers is not None and not -(layers + 1) <= cfg.layer <= layers:
+        raise DistilError(f"teacher.layer={cfg.layer} is out of range: teacher '{cfg.name}' has {layers} layers; "
+                          f"use 1..{layers} (0 = embeddings, -1 = last)")
 
 
 def load_pretrained(cfg: TeacherConfig, task: str, num_labels: int, seed: int, hub_offline: bool):
