@@ -32,6 +32,7 @@ def collect(root: Path) -> pd.DataFrame:
                 "teacher_params_M": teacher["params"] / 1e6,
                 "student_params_M": student["params"] / 1e6,
                 "speedup": metrics.get("speed", {}).get("speedup"),
+                "minutes": metrics.get("seconds", 0) / 60,  # the whole run: what a schedule costs
             })
         rows.append(row)
     table = pd.DataFrame(rows)
