@@ -153,7 +153,7 @@ def test_representation_only_stage_selects_on_dev_loss(smoke_cfg):
 
 
 def test_cosine_schedule_decays_to_lr_min(smoke_cfg):
-    cfg = smoke_cfg("schedule=d0-s", "trainer.epochs=2", "trainer.patience=5")
+    cfg = smoke_cfg("schedule=d1", "trainer.epochs=2", "trainer.patience=5")
     assert cfg.trainer.lr_schedule == "cosine" and cfg.trainer.optimizer == "adam"
     model = student_for(cfg)
     splits = fake_splits()
