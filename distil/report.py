@@ -37,9 +37,11 @@ def collect(root: Path) -> pd.DataFrame:
         rows.append(row)
     table = pd.DataFrame(rows)
     if not table.empty:
-        # Keep only the overrides that tell cells apart (the swept ones).
+        # Keep only the overrides that tell cells apart (the swept ones) and that no
+        # choice column already shows (`schedule=d1` is the schedule column).
         shared = set.intersection(*(set(o) for o in table["overrides"]))
-        table["overrides"] = [" ".join(o for o in row if o not in shared) for row in table["overrides"]]
+        table["overrides"] = [" ".join(o for o in row if o not in shared and o.split("=")[0] not in CHOICES)
+                              for row in table["overrides"]]
     return table
 
 
@@ -52,11 +54,11 @@ def write_tables(table: pd.DataFrame, out_dir: Path) -> tuple[Path, Path]:
 
 def print_table(table: pd.DataFrame, title: str) -> None:
     """Terminal view: choices shared by every cell go to the title, the rest are columns."""
-    shared = [c for c in (*CHOICES, "overrides") if table[c].nunique(dropna=False) == 1]
+    shared = [c for c in (*CHOICES, "metric", "overrides") if c in table and table[c].nunique(dropna=False) == 1]
     view = table.drop(columns=shared)
     view["status"] = view["status"].map(lambda s: "ok" if s == "ok" else "failed")
     rich_table = Table(title=f"{title}\n" + ", ".join(f"{c}={table[c].iloc[0]}" for c in shared
-                                                       if c != "overrides"))
+                                                       if c != "overrides" or table[c].iloc[0]))
     for column in view.columns:
         rich_table.add_column(column, justify="right" if view[column].dtype.kind in "fi" else "left")
     for _, row in view.iterrows():

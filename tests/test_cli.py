@@ -215,3 +215,18 @@ def test_saved_student_predicts(tmp_path, monkeypatch, capsys, dataset, student,
     else:
         labels = json.loads((run_dir / "student" / "config.json").read_text())["labels"]
         assert prediction in labels
+
+
+def test_report_keeps_only_overrides_that_tell_cells_apart(tmp_path):
+    from distil.report import collect
+
+    for cell, overrides in {"0": ["schedule=d1", "trainer.epochs=4", "teacher.layer=2"],
+                            "1": ["schedule=d2", "trainer.epochs=4", "teacher.layer=5"]}.items():
+        (tmp_path / cell).mkdir()
+        metrics = {"status": "failed: interrupted", "choices": {"schedule": overrides[0].split("=")[1]},
+                   "overrides": overrides}
+        (tmp_path / cell / "metrics.json").write_text(json.dumps(metrics))
+    table = collect(tmp_path)
+    # trainer.epochs is shared and the schedule has its own column: only the layer is left.
+    assert list(table["overrides"]) == ["teacher.layer=2", "teacher.layer=5"]
+    assert list(table["schedule"]) == ["d1", "d2"]
