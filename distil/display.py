@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
@@ -70,21 +71,26 @@ def stages_table(metrics: dict) -> Table | None:
     records, metric = metrics["student"].get("stages"), metrics["metric"]
     if not isinstance(records, list):  # one student per language: see metrics.json
         return None
-    table = Table(title=f"schedule {metrics['choices']['schedule']}: every stage and unfreezing step")
-    for column in ("stage", "step", "losses", "data", "trainable", "best / run epochs", "selected on",
-                   f"dev {metric} %", "dev loss", f"test {metric} %", "seconds"):
+    # Compact (no vertical rules, short headers, metric in the title) so that a run logged
+    # to a file, which rich renders 80 columns wide, stays readable.
+    table = Table(title=f"schedule {metrics['choices']['schedule']}: every stage and unfreezing step "
+                        f"({metric} %, dev selects, test only reported)", box=box.SIMPLE_HEAD, pad_edge=False)
+    for column in ("stage", "step", "losses", "data", "trains", "epoch best/run", "selected on",
+                   "dev", "dev loss", "test", "s"):
         table.add_column(column, justify="left" if column in ("stage", "step", "losses", "data") else "right")
     for r in records:
         losses = " + ".join(name if weight == 1 else f"{weight:g}·{name}" for name, weight in r["losses"].items())
-        table.add_row(r["name"], "all layers" if r["step"] == "all" else f"+ {r['step']}", losses,
-                      "+".join(r["data"]), _count(r.get("trainable_params")), f"{r['best_epoch']} / {r['epochs_run']}",
-                      r.get("selected_on", "-"), _pct(r["dev"][metric]), f"{r.get('dev_loss', float('nan')):.4f}",
-                      _pct(r["test"][metric]), f"{r['seconds']:.0f}")
+        table.add_row(r["name"], "all" if r["step"] == "all" else f"+ {r['step']}", losses,
+                      " + ".join(r["data"]), _count(r.get("trainable_params")), f"{r['best_epoch']}/{r['epochs_run']}",
+                      r.get("selected_on", "-").removeprefix("dev "), _pct(r["dev"][metric]),
+                      f"{r.get('dev_loss', float('nan')):.3f}", _pct(r["test"][metric]), f"{r['seconds']:.0f}")
     return table
 
 
 def print_run(metrics: dict) -> None:
     console = Console()
+    if not console.is_terminal:  # a log file has no width: do not squeeze the tables to 80 columns
+        console = Console(width=max(console.width, 140))
     stages = stages_table(metrics)
     if stages is not None:
         console.print(stages)
