@@ -14,9 +14,9 @@ DISTIL = shutil.which("distil") or pytest.skip("distil console script not instal
 REPORT = shutil.which("distil-report")
 
 
-def run(args, cwd, check=True):
+def run(args, cwd, check=True, timeout=600):
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "COLUMNS": "200"}
-    result = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+    result = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
     if check and result.returncode != 0:
         raise AssertionError(f"{args} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}")
     return result

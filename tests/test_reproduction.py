@@ -17,7 +17,8 @@ SST2_LOW = ["dataset=sst2", "trainer.epochs=4", "student.batch_size=32"]  # issu
 def distil_metrics(tmp_path, *args) -> dict:
     out = tmp_path / "outputs"
     # The repository's cache: the fine-tuned MiniLM and its targets are shared with `make schedules-*`.
-    run([DISTIL, *args, f"paths.outputs={out}", f"paths.cache={REPO / 'outputs' / 'cache'}"], cwd=REPO)
+    # A fresh clone also fine-tunes and caches the teacher in the first run: allow an hour.
+    run([DISTIL, *args, f"paths.outputs={out}", f"paths.cache={REPO / 'outputs' / 'cache'}"], cwd=REPO, timeout=3600)
     return json.loads(max(out.rglob("metrics.json"), key=lambda p: p.stat().st_mtime).read_text())
 
 
