@@ -75,7 +75,9 @@ class StageConfig:
     losses: dict[str, float] = MISSING
     # which examples the stage trains on: "labeled" and/or "transfer"
     data: list[str] = field(default_factory=lambda: ["labeled"])
-    epochs: int | None = None  # None: trainer.epochs; with gradual unfreezing, per step (n in Algorithm 1)
+    # None: trainer.epochs, or trainer.labels_only_epochs when the stage sees only the labeled
+    # set; with gradual unfreezing, per step (n in Algorithm 1)
+    epochs: int | None = None
     patience: int | None = None  # None: trainer.patience
     # "none": every parameter trains; "gradual": XtremeDistil Algorithm 1 / Mukherjee 5.2,
     # unfreeze the student top layer first, one more layer below per step, down to the
@@ -176,6 +178,9 @@ class TrainerConfig:
     batch_size: int = 32
     eval_batch_size: int = 128
     epochs: int = 10
+    # Stages on the labeled set alone (d0, the last stage of d4.x / rlll-ce / sra): an epoch
+    # there is ~1/20 of a transfer epoch, so they run until dev stops improving (patience).
+    labels_only_epochs: int = 30
     patience: int = 3
     grad_clip: float = 5.0
     threads: int = 2

@@ -90,7 +90,7 @@ def stages_table(metrics: dict) -> Table | None:
 def print_run(metrics: dict) -> None:
     console = Console()
     if not console.is_terminal:  # a log file has no width: do not squeeze the tables to 80 columns
-        console = Console(width=max(console.width, 140))
+        console.width = max(console.width, 140)
     stages = stages_table(metrics)
     if stages is not None:
         console.print(stages)

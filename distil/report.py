@@ -58,7 +58,7 @@ def print_table(table: pd.DataFrame, title: str) -> None:
     view = table.drop(columns=shared)
     view["status"] = view["status"].map(lambda s: "ok" if s == "ok" else "failed")
     rich_table = Table(title=f"{title}\n" + ", ".join(f"{c}={table[c].iloc[0]}" for c in shared
-                                                       if c != "overrides" or table[c].iloc[0]))
+                                                       if c != "overrides"))
     for column in view.columns:
         rich_table.add_column(column, justify="right" if view[column].dtype.kind in "fi" else "left")
     for _, row in view.iterrows():

@@ -103,6 +103,13 @@ def needs_teacher_hidden(schedule: ScheduleConfig) -> bool:
     return any(reads_representation(stage.losses) for stage in schedule.stages)
 
 
+def stage_epochs(stage: StageConfig, trainer: TrainerConfig) -> int:
+    """Epochs for a stage, or for each of its unfreezing steps."""
+    if stage.epochs:
+        return stage.epochs
+    return trainer.labels_only_epochs if list(stage.data) == ["labeled"] else trainer.epochs
+
+
 def validate_schedule(schedule: ScheduleConfig, trainer: TrainerConfig) -> None:
     """Fail before any training on a schedule or trainer setting that cannot run."""
     _check_choice("trainer.optimizer", trainer.optimizer, OPTIMIZERS)
@@ -212,7 +219,7 @@ class StageTrainer:
             p.requires_grad_(id(p) in trainable_ids)
         params = [p for p in self.model.parameters() if p.requires_grad]
         optimizer = OPTIMIZERS[self.trainer.optimizer](params, self.trainer)  # fresh per step
-        epochs = self.stage.epochs or self.trainer.epochs
+        epochs = stage_epochs(self.stage, self.trainer)
         batch_size = self.trainer.batch_size
         scheduler = None
         if self.trainer.lr_schedule == "cosine":

@@ -9,7 +9,14 @@ from distil.data.batching import pad
 from distil.evaluate import accuracy, student_logits
 from distil.losses import Targets, weighted_loss
 from distil.overrides import group_options
-from distil.schedule import StageTrainer, StudentSplit, needs_teacher_hidden, run_schedule, unfreezing_groups
+from distil.schedule import (
+    StageTrainer,
+    StudentSplit,
+    needs_teacher_hidden,
+    run_schedule,
+    stage_epochs,
+    unfreezing_groups,
+)
 from distil.students import build_student
 
 SCHEDULES = group_options(CONF_DIR, "schedule")
@@ -82,7 +89,7 @@ def test_schedule_runs_and_reports_every_stage(smoke_cfg, name):
             assert steps[0] == "classifier" and steps[-1] == "embeddings"
         else:
             assert steps == ["all"]
-    epochs = {stage.name: stage.epochs or 2 for stage in cfg.schedule.stages}
+    epochs = {stage.name: stage_epochs(stage, cfg.trainer) for stage in cfg.schedule.stages}
     for record in records:
         assert 0.0 <= record["dev"]["accuracy"] <= 1.0 and 0.0 <= record["test"]["accuracy"] <= 1.0
         assert 0 <= record["best_epoch"] <= record["epochs_run"] <= epochs[record["name"]]
@@ -181,3 +188,11 @@ def test_paper_optimisers(smoke_cfg):
     assert smoke_cfg("schedule=d4.2", "trainer=default").trainer.lr_schedule == "constant"
     joint = smoke_cfg("schedule=joint", "schedule.weights.alpha=3").schedule.stages[0].losses
     assert dict(joint) == {"ce": 3.0, "repr_mse": 10.0, "logit_mse": 1.0}
+
+
+def test_labels_only_stages_get_their_own_epoch_budget(smoke_cfg):
+    cfg = smoke_cfg("schedule=d4.1", "trainer.epochs=2", "trainer.labels_only_epochs=7")
+    # S1 (representation) and S2 (logits) read the transfer set; S3 reads the labels alone.
+    assert [stage_epochs(stage, cfg.trainer) for stage in cfg.schedule.stages] == [2, 2, 7]
+    cfg = smoke_cfg("schedule=d4.1", "trainer.epochs=2", "schedule.stages.2.epochs=5")
+    assert stage_epochs(cfg.schedule.stages[2], cfg.trainer) == 5  # a stage's own epochs win
