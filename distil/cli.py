@@ -13,7 +13,7 @@ from omegaconf import DictConfig
 from distil.config import register_configs
 from distil.errors import DistilError
 
-CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
+CONF_DIR = Path(__file__).resolve().parent / "conf"  # inside the package: wheel installs work
 register_configs()
 
 # Cells of a sweep that failed: the sweep goes on, and `main` exits non-zero at the end.

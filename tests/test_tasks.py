@@ -88,7 +88,7 @@ def test_transfer_from_the_unlabeled_file(tmp_path):
     (tmp_path / "extra.txt").write_text("one more\n\nand another\nthird line\n")
     cfg = dataset("toy", path=str(tmp_path), unlabeled_file="extra.txt")
     for split in ("train", "dev", "test"):
-        (tmp_path / f"{split}.tsv").write_text((CONF_DIR.parent / "distil/resources/toy" / f"{split}.tsv").read_text())
+        (tmp_path / f"{split}.tsv").write_text((CONF_DIR.parent / "resources/toy" / f"{split}.tsv").read_text())
     source = OmegaConf.merge(OmegaConf.structured(TransferSizeConfig), {"name": "file", "source": "file"})
     data = build_task_data(cfg, source, ".", seed=1)
     assert data.splits["transfer"]["text"][:] == ["one more", "and another", "third line"]
