@@ -46,6 +46,9 @@ class TeacherConfig:
     layer: int = -1
     max_length: int = 128
     eval_batch_size: int = 64
+    # Examples per cache shard: the teacher's outputs are computed, written and resumed a
+    # shard at a time, and caching memory stays at one shard whatever the transfer-set size.
+    shard_size: int = 4096
     finetune: FineTuneConfig = field(default_factory=FineTuneConfig)
     random_init: RandomInitConfig | None = None
 

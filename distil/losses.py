@@ -25,6 +25,12 @@ def cross_entropy(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     return F.cross_entropy(logits, labels)
 
 
+def squared_error(predicted: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """Mean (prediction - gold score)^2 over examples: the supervised loss of a regression task,
+    as BERT's regression head is trained (STS-B). `predicted` is [N, 1] or [N]."""
+    return (predicted.reshape(-1) - target.reshape(-1).to(predicted.dtype)).pow(2).mean()
+
+
 def hard_distillation(logits: torch.Tensor, teacher_logits: torch.Tensor) -> torch.Tensor:
     """Cross-entropy on the teacher's argmax pseudo-labels (Mukherjee & Awadallah 4.1)."""
     return F.cross_entropy(logits, teacher_logits.argmax(dim=-1))
@@ -114,11 +120,13 @@ class Targets:
     teacher_logits: torch.Tensor  # [B, C] or [B, T, C]
     teacher_hidden: torch.Tensor | None = None  # [B, H] or [B, T, H]
     word_starts: torch.Tensor | None = None  # [B, T] bool, tagging only
+    has_gold: torch.Tensor | None = None  # [B] bool where labels holds a gold label; None: labels >= 0
 
 
 def weighted_loss(weights: dict[str, float], outputs: dict[str, torch.Tensor], targets: Targets,
-                  temperature: float = 1.0) -> torch.Tensor:
-    """Sum of weight * loss over the stage's losses."""
+                  temperature: float = 1.0, supervised: Callable[..., torch.Tensor] = cross_entropy) -> torch.Tensor:
+    """Sum of weight * loss over the stage's losses. `supervised` is what `ce` means for the
+    task: cross-entropy on classes, squared error on a regression score."""
     logits, labels, teacher_logits = outputs["logits"], targets.labels, targets.teacher_logits
     representation, teacher_hidden = outputs.get("representation"), targets.teacher_hidden
     if logits.dim() == 3:
@@ -128,7 +136,7 @@ def weighted_loss(weights: dict[str, float], outputs: dict[str, torch.Tensor], t
         logits, labels, teacher_logits = logits[real], labels[real], teacher_logits[real]
         if representation is not None and teacher_hidden is not None:
             representation, teacher_hidden = representation[targets.word_starts], teacher_hidden[targets.word_starts]
-    has_gold = labels >= 0
+    has_gold = targets.has_gold if targets.has_gold is not None else labels >= 0
     total = logits.new_zeros(())
     for name, weight in weights.items():
         spec = LOSSES[name]
@@ -145,5 +153,6 @@ def weighted_loss(weights: dict[str, float], outputs: dict[str, torch.Tensor], t
         if len(student) == 0:
             continue
         extra = {"temperature": temperature} if spec.tempered else {}
-        total = total + weight * spec.fn(student, target, **extra)
+        fn = supervised if name == "ce" else spec.fn
+        total = total + weight * fn(student, target, **extra)
     return total

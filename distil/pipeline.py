@@ -19,9 +19,10 @@ from safetensors.torch import save_file
 
 from distil.config import Config
 from distil.data import build_task_data
-from distil.data.encode import Encoded, encode, model_labels
+from distil.data.prepared import PreparedSplit
+from distil.data.ragged import Ragged, Tokens
 from distil.data.split import TaskData
-from distil.evaluate import PRIMARY_METRIC, majority_baseline, score, student_logits
+from distil.evaluate import student_logits
 from distil.schedule import StudentSplit, needs_teacher_hidden, run_schedule, validate_schedule
 from distil.speed import examples_per_second
 from distil.store import ArtifactStore
@@ -36,14 +37,8 @@ from distil.students import (
 )
 from distil.students.embeddings import check_embedding_init, initial_embeddings
 from distil.students.vocab import PAD, TrimmedVocab
-from distil.teacher import (
-    ensure_targets,
-    ensure_teacher,
-    load_finetuned,
-    load_targets,
-    teacher_hidden,
-    teacher_logits,
-)
+from distil.tasks import Task, make_task
+from distil.teacher import TargetView, ensure_targets, ensure_teacher, load_finetuned, load_tokenizer, open_targets
 from distil.teacher.load import check_layer
 from distil.teacher.load import hidden_size as teacher_hidden_size
 
@@ -70,24 +65,14 @@ def quiet_libraries() -> None:
 
 @dataclass
 class Split:
-    """A split as the student stage sees it: examples, their wordpieces and teacher outputs
-    (the hidden layer only when the schedule has a representation loss)."""
+    """A split as the student stage sees it: the prepared examples and the teacher's cached outputs."""
 
-    examples: datasets.Dataset
-    encoded: Encoded
-    teacher_logits: torch.Tensor | list[torch.Tensor]
-    teacher_hidden: torch.Tensor | list[torch.Tensor] | None = None
-
-    def select(self, rows: list[int]) -> Split:
-        def pick(values):
-            if values is None or isinstance(values, torch.Tensor):
-                return None if values is None else values[rows]
-            return [values[i] for i in rows]
-        return Split(self.examples.select(rows), self.encoded.select(rows), pick(self.teacher_logits),
-                     pick(self.teacher_hidden))
+    prepared: PreparedSplit
+    targets: TargetView
 
     def language(self, lang: str) -> Split:
-        return self.select([i for i, v in enumerate(self.examples["language"][:]) if v == lang])
+        rows = [i for i, v in enumerate(self.prepared.languages) if v == lang]
+        return Split(self.prepared.select(rows), self.targets.select(rows))
 
 
 @dataclass
@@ -95,34 +80,31 @@ class StudentResult:
     model: torch.nn.Module
     vocab: TrimmedVocab
     stages: list[dict]
-    test_ids: list[list[int]]
+    test_tokens: Tokens
     teacher_hidden_size: int
 
 
 def run(cfg: Config, run_dir: Path, choices: dict, overrides: list[str]) -> dict:
     setup_runtime(cfg)
-    validate_schedule(cfg.schedule, cfg.trainer)
+    task = make_task(cfg.dataset)
+    validate_schedule(cfg.schedule, cfg.trainer, task)
     with_hidden = needs_teacher_hidden(cfg.schedule)
     if with_hidden:
         check_layer(cfg.teacher)
-    check_student(cfg.student, cfg.dataset.task)
+    check_student(cfg.student, task)
     check_embedding_init(cfg.student.embedding_init, embedding_size(cfg.student), teacher_hidden_size(cfg.teacher),
                          cfg.student.vectors_file, reads_words(cfg.student))
     started = time.perf_counter()
 
-    data = build_task_data(cfg.dataset, cfg.transfer_size, cfg.paths.data_dir, cfg.seed, cfg.hub_offline)
-    log.info("data %s (%s): %s", cfg.dataset.name, data.task, data.summary())
+    data, prepared = prepare_data(cfg, task)
+    log.info("data %s (%s): %s", data.name, task.name, data.summary())
     store = ArtifactStore(cfg.paths.cache)
-    teacher = ensure_teacher(cfg.teacher, data, store, cfg.seed, cfg.hub_offline)
-    targets = ensure_targets(cfg.teacher, teacher, data, store, with_hidden)
-
-    model, tokenizer = load_finetuned(teacher.path, data.task)
-    splits = {}
-    for name, ds in data.splits.items():
-        cached = load_targets(targets, name)
-        splits[name] = Split(ds, encode(data.task, tokenizer, ds, cfg.teacher.max_length, len(data.label_names)),
-                             teacher_logits(cached), teacher_hidden(cached) if with_hidden else None)
-    metric = PRIMARY_METRIC[data.task]
+    teacher = ensure_teacher(cfg.teacher, task, data, prepared, store, cfg.seed, cfg.hub_offline)
+    model, tokenizer = load_finetuned(teacher.path, task)
+    targets = ensure_targets(cfg.teacher, teacher, task, data, prepared, store,
+                             cfg.teacher.layer if with_hidden else None, lambda: (model, tokenizer))
+    views = open_targets(targets)
+    splits = {name: Split(prepared[name], views[name]) for name in prepared}
     teacher_vocab = TeacherVocab(model.get_input_embeddings().weight.detach().float(),
                                  tokenizer.convert_ids_to_tokens(list(range(len(tokenizer)))),
                                  model.config.hidden_size)
@@ -132,55 +114,70 @@ def run(cfg: Config, run_dir: Path, choices: dict, overrides: list[str]) -> dict
         results = {}
         for lang in data.languages:
             log.info("student for language %s", lang)
-            results[lang] = train_student(cfg, data, {n: s.language(lang) for n, s in splits.items()}, teacher_vocab)
-            save_student(results[lang], cfg, data, tokenizer, run_dir / f"student-{lang}")
-        student = _merge_languages(results, metric)
+            results[lang] = train_student(cfg, task, data, {n: s.language(lang) for n, s in splits.items()},
+                                          teacher_vocab)
+            save_student(results[lang], cfg, task, data, tokenizer, run_dir / f"student-{lang}")
+        student = _merge_languages(results, task.metric)
         first = next(iter(results.values()))
     else:
-        first = train_student(cfg, data, splits, teacher_vocab)
-        save_student(first, cfg, data, tokenizer, run_dir / "student")
+        first = train_student(cfg, task, data, splits, teacher_vocab)
+        save_student(first, cfg, task, data, tokenizer, run_dir / "student")
         student = {"test": first.stages[-1]["test"], "dev": first.stages[-1]["dev"], "stages": first.stages}
     student.update(params=count_params(first.model), vocab_size=len(first.vocab))
-
-    def teacher_score(name: str) -> dict:
-        split = splits[name]
-        return score(data.task, split.teacher_logits, split.examples, split.encoded, data.label_names)
 
     metrics = {
         "status": "ok",
         "choices": choices,
         "overrides": overrides,
-        "task": data.task,
-        "metric": metric,
+        "task": task.name,
+        "metric": task.metric,
         "data": {"sizes": data.summary(), "labels": data.label_names, "languages": data.languages},
         "teacher": {
-            "test": teacher_score("test"),
-            "dev": teacher_score("dev"),
+            **{name: task.score(splits[name].targets.all_logits(), prepared[name], data.label_names)
+               for name in ("labeled", "dev", "test")},
+            "diagnostics": {name: task.diagnostics(logit_chunks(splits[name].targets)) for name in splits},
             "params": count_params(model),
             "finetune": {k: v for k, v in teacher.info.items() if k != "history"},
         },
         "student": student,
-        "speed": measure_speed(cfg, model, first.model, splits["test"].encoded.ids, first.test_ids,
+        "speed": measure_speed(cfg, model, first.model, prepared["test"].ids, first.test_tokens,
                                tokenizer.pad_token_id),
         "artifacts": {"teacher": teacher.key, "targets": targets.key,
-                      "teacher_reused": teacher.reused, "targets_reused": targets.reused},
+                      "teacher_reused": teacher.reused, "targets_reused": targets.reused,
+                      "teacher_ran": not (teacher.reused and targets.reused)},
         "seconds": round(time.perf_counter() - started, 1),
     }
-    if data.task != "tagging":
-        metrics["majority_baseline"] = {"test": {"accuracy": majority_baseline(
-            data.splits["dev"]["label"][:], data.splits["test"]["label"][:])}}
+    baseline = task.baseline(prepared["dev"], prepared["test"])
+    if baseline is not None:
+        metrics["majority_baseline"] = {"test": baseline}
     write_json_atomic(run_dir / "metrics.json", metrics)
     return metrics
 
 
-def student_tokens(cfg: Config, data: TaskData, split: Split) -> list:
+def prepare_data(cfg: Config, task: Task) -> tuple[TaskData, dict[str, PreparedSplit]]:
+    """The run's splits, tokenised once with the teacher's tokenizer: fine-tuning, caching,
+    training and evaluation all read these."""
+    data = build_task_data(cfg.dataset, cfg.transfer_size, cfg.paths.data_dir, cfg.seed, cfg.hub_offline)
+    tokenizer = load_tokenizer(cfg.teacher, cfg.hub_offline)
+    prepared = {name: task.prepare(name, tokenizer, ds, cfg.teacher.max_length, data.label_names)
+                for name, ds in data.splits.items()}
+    return data, prepared
+
+
+def logit_chunks(view: TargetView, size: int = 8192):
+    """The teacher's logits of a split, a chunk at a time: memory stays flat on a huge transfer set."""
+    for start in range(0, len(view), size):
+        yield view.logits(np.arange(start, min(start + size, len(view))))
+
+
+def student_tokens(cfg: Config, task: Task, split: PreparedSplit):
     """What the student reads: teacher wordpieces (a pair joint, or apart for siamese
     students), or lower-cased whitespace words for the RNN baseline."""
     if reads_words(cfg.student):
         return [text.lower().split()[: cfg.teacher.max_length] for text in split.examples["text"][:]]
-    if data.task == "pair" and reads_pairs_apart(cfg.student):
-        return split.encoded.pair_ids
-    return split.encoded.ids
+    if task.inputs == "pair" and reads_pairs_apart(cfg.student):
+        return split.pair
+    return split.ids
 
 
 @dataclass
@@ -209,41 +206,38 @@ def initialise_embeddings(model: torch.nn.Module, cfg: Config, vocab: TrimmedVoc
         layer.weight.copy_(weights)
 
 
-def train_student(cfg: Config, data: TaskData, splits: dict[str, Split], teacher_vocab: TeacherVocab) -> StudentResult:
+def train_student(cfg: Config, task: Task, data: TaskData, splits: dict[str, Split],
+                  teacher_vocab: TeacherVocab) -> StudentResult:
     """Trim a vocabulary to the training tokens, build the student, run the schedule."""
-    tokens = {name: student_tokens(cfg, data, split) for name, split in splits.items()}
-    vocab = TrimmedVocab.from_sequences(_sequences(tokens["labeled"] + tokens["transfer"]))
+    tokens = {name: student_tokens(cfg, task, split.prepared) for name, split in splits.items()}
+    if reads_words(cfg.student):
+        vocab = TrimmedVocab.from_sequences(tokens["labeled"] + tokens["transfer"])
+        mapped = {name: vocab.map_words(sentences) for name, sentences in tokens.items()}
+    else:
+        vocab = TrimmedVocab.from_tokens([tokens["labeled"], tokens["transfer"]])
+        mapped = {name: vocab.map_tokens(column) for name, column in tokens.items()}
 
-    def to_student(example):
-        return tuple(vocab.map(part) for part in example) if isinstance(example, tuple) else vocab.map(example)
+    def student_split(name: str) -> StudentSplit:
+        prepared = splits[name].prepared
+        labels = prepared.labels
+        gold = task.has_gold(labels) if isinstance(labels, torch.Tensor) else None
+        return StudentSplit(mapped[name], labels, gold, splits[name].targets, prepared.word_starts)
 
-    student_splits = {
-        name: StudentSplit([to_student(example) for example in tokens[name]], gold_labels(data, split),
-                           split.teacher_logits, split.teacher_hidden, split.encoded.word_starts)
-        for name, split in splits.items()
-    }
-    metric = PRIMARY_METRIC[data.task]
+    student_splits = {name: student_split(name) for name in splits}
 
     def evaluate_split(model, name: str) -> dict:
-        logits = student_logits(model, student_splits[name].ids, PAD, cfg.trainer.eval_batch_size)
-        split = splits[name]
-        return score(data.task, logits, split.examples, split.encoded, data.label_names)
+        logits = student_logits(model, student_splits[name].tokens, PAD, cfg.trainer.eval_batch_size)
+        return task.score(logits, splits[name].prepared, data.label_names)
 
     torch.manual_seed(cfg.seed)
-    num_outputs = len(model_labels(data.task, data.label_names))
-    model = build_student(cfg.student, len(vocab), num_outputs, data.task, teacher_vocab.hidden_size,
-                          representation_head=needs_teacher_hidden(cfg.schedule))
+    model = build_student(cfg.student, len(vocab), task.num_outputs(data.label_names), task,
+                          teacher_vocab.hidden_size, representation_head=needs_teacher_hidden(cfg.schedule))
     initialise_embeddings(model, cfg, vocab, teacher_vocab)
     trainer = cfg.trainer
     if cfg.student.batch_size is not None:  # a student's own paper setting beats the trainer default
         trainer = OmegaConf.merge(cfg.trainer, {"batch_size": cfg.student.batch_size})
-    stages = run_schedule(cfg.schedule, trainer, model, student_splits, evaluate_split, metric, cfg.seed, PAD)
-    return StudentResult(model, vocab, stages, student_splits["test"].ids, teacher_vocab.hidden_size)
-
-
-def _sequences(examples: list) -> list:
-    """Pairs read apart count as two sequences for the vocabulary."""
-    return [part for example in examples for part in (example if isinstance(example, tuple) else (example,))]
+    stages = run_schedule(cfg.schedule, trainer, model, student_splits, evaluate_split, task, cfg.seed, PAD)
+    return StudentResult(model, vocab, stages, student_splits["test"].tokens, teacher_vocab.hidden_size)
 
 
 def _merge_languages(results: dict[str, StudentResult], metric: str) -> dict:
@@ -257,34 +251,28 @@ def _merge_languages(results: dict[str, StudentResult], metric: str) -> dict:
     return merged
 
 
-def gold_labels(data: TaskData, split: Split):
-    """Per-wordpiece labels for tagging, one label per example otherwise (-1: none)."""
-    if data.task == "tagging":
-        return split.encoded.token_labels
-    return torch.as_tensor(split.examples["label"][:], dtype=torch.long)
-
-
-def measure_speed(cfg: Config, teacher, student, teacher_ids, student_ids, teacher_pad: int) -> dict:
-    n = min(cfg.trainer.speed_examples, len(teacher_ids))
+def measure_speed(cfg: Config, teacher, student, teacher_ids: Ragged, student_tokens: Tokens,
+                  teacher_pad: int) -> dict:
+    n = min(cfg.trainer.speed_examples, len(teacher_ids), len(student_tokens))  # both on the same examples
     if n == 0:
         return {}
     teacher_rate = examples_per_second(
-        lambda ids, mask: teacher(input_ids=ids, attention_mask=mask), teacher_ids[:n], teacher_pad
+        lambda ids, mask: teacher(input_ids=ids, attention_mask=mask), teacher_ids, n, teacher_pad
     )
     student.eval()
-    student_rate = examples_per_second(student, student_ids[:n], PAD)
+    student_rate = examples_per_second(student, student_tokens, n, PAD)
     return {"examples": n, "batch_size": 32, "teacher_ex_per_s": teacher_rate,
             "student_ex_per_s": student_rate, "speedup": student_rate / teacher_rate}
 
 
-def save_student(result: StudentResult, cfg: Config, data: TaskData, tokenizer, out: Path) -> None:
+def save_student(result: StudentResult, cfg: Config, task: Task, data: TaskData, tokenizer, out: Path) -> None:
     """Everything `distil-predict` needs: weights, vocabulary, tokenizer, config and labels."""
     out.mkdir(parents=True, exist_ok=True)
     save_file({k: v.contiguous() for k, v in result.model.state_dict().items()}, out / "model.safetensors")
     result.vocab.save(out / "vocab.json")
     tokenizer.save_pretrained(out / "tokenizer")
-    config = {"student": OmegaConf.to_container(cfg.student), "task": data.task,
-              "labels": model_labels(data.task, data.label_names), "vocab_size": len(result.vocab),
+    config = {"student": OmegaConf.to_container(cfg.student), "task": task.name, "inputs": task.inputs,
+              "labels": task.output_names(data.label_names), "vocab_size": len(result.vocab),
               "teacher_hidden_size": result.teacher_hidden_size,
               "representation_head": needs_teacher_hidden(cfg.schedule),
               "max_length": cfg.teacher.max_length}

@@ -19,8 +19,8 @@ from distil.data.batching import model_inputs
 from distil.errors import DistilError
 from distil.students import build_student, reads_pairs_apart, reads_words
 from distil.students.vocab import TrimmedVocab
-
-PAIR_SEPARATOR = "|||"
+from distil.tasks import get_task
+from distil.tasks.text import PAIR_SEPARATOR
 
 
 class SavedStudent:
@@ -32,7 +32,8 @@ class SavedStudent:
                               f"written by `distil` or its student/ folder")
         self.config = json.loads((directory / "config.json").read_text())
         self.cfg = OmegaConf.merge(OmegaConf.structured(StudentConfig), self.config["student"])
-        self.task, self.labels = self.config["task"], self.config["labels"]
+        self.task = get_task(self.config["task"], pair=self.config.get("inputs") == "pair")
+        self.labels = self.config["labels"]
         self.vocab = TrimmedVocab.load(directory / "vocab.json")
         self.tokenizer = AutoTokenizer.from_pretrained(directory / "tokenizer", local_files_only=True)
         self.model = build_student(self.cfg, len(self.vocab), len(self.labels), self.task,
@@ -45,36 +46,15 @@ class SavedStudent:
         max_length = self.config["max_length"]
         if reads_words(self.cfg):
             return self.vocab.map(text.lower().split()[:max_length]), None
-        if self.task == "tagging":
-            words = text.split()
-            enc = self.tokenizer(words, is_split_into_words=True, truncation=True, max_length=max_length)
-            return self.vocab.map(enc["input_ids"]), (words, enc.word_ids())
-        first, _, second = (part.strip() for part in text.partition(PAIR_SEPARATOR))
-        if self.task == "pair" and reads_pairs_apart(self.cfg):
-            parts = [self.tokenizer(part, truncation=True, max_length=max_length)["input_ids"]
-                     for part in (first, second)]
-            return tuple(self.vocab.map(part) for part in parts), None
-        second_text = second if self.task == "pair" else None
-        ids = self.tokenizer(first, second_text, truncation=True, max_length=max_length)["input_ids"]
-        return self.vocab.map(ids), None
+        ids, context = self.task.encode_text(self.tokenizer, text, max_length, apart=reads_pairs_apart(self.cfg))
+        student_ids = tuple(self.vocab.map(part) for part in ids) if isinstance(ids, tuple) else self.vocab.map(ids)
+        return student_ids, context
 
     @torch.inference_mode()
     def predict(self, text: str) -> str:
-        ids, words = self._encode(text)
+        ids, context = self._encode(text)
         logits = self.model(*model_inputs([ids]))["logits"][0]
-        if self.task != "tagging":
-            probabilities = logits.softmax(-1)
-            best = int(probabilities.argmax())
-            return f"{self.labels[best]}\t{probabilities[best]:.3f}"
-        tokens, word_ids = words
-        best = logits.argmax(-1).tolist()
-        tags, seen = [], set()
-        for position, word in enumerate(word_ids):
-            if word is not None and word not in seen:
-                seen.add(word)
-                label = self.labels[best[position]]
-                tags.append(f"{tokens[word]}/{'O' if label == 'X' else label}")
-        return " ".join(tags)
+        return self.task.decode(logits, context, self.labels)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -17,9 +17,12 @@ import numpy as np
 import torch
 
 from distil.config import ScheduleConfig, StageConfig, TrainerConfig
-from distil.data.batching import Example, model_inputs, pad_labels, shuffled_batches
+from distil.data.batching import pad_labels, shuffled_batches
+from distil.data.ragged import Ragged, Tokens
 from distil.errors import DistilError
 from distil.losses import LOSSES, Targets, reads_logits, reads_representation, weighted_loss
+from distil.tasks import Task
+from distil.teacher.cache import TargetView
 from distil.train import fit
 
 log = logging.getLogger(__name__)
@@ -38,53 +41,56 @@ SELECT = ("auto", "metric", "loss")
 
 @dataclass
 class StudentSplit:
-    """One split as the student sees it: trimmed-vocabulary ids plus targets.
+    """One split as the student sees it: its tokens in the student's vocabulary, gold labels,
+    and the teacher's cached outputs, read lazily from the cache shards.
 
-    Sequence tasks: labels [N], teacher_logits [N, C], teacher_hidden [N, H]. Tagging: per
-    sentence, wordpiece labels, a [len, C] and a [len, H] tensor, and the positions of each
-    word's first wordpiece. A missing gold label is -1 (transfer set). teacher_hidden is
-    None unless the schedule has a representation loss.
-    """
+    Sequence tasks: labels [N] (a class id, or a score for regression; missing where `gold`
+    is False). Tagging: wordpiece labels per sentence, and each word's first wordpiece
+    (the only positions the representation losses compare)."""
 
-    ids: list[Example]
-    labels: torch.Tensor | list[list[int]]
-    teacher_logits: torch.Tensor | list[torch.Tensor]
-    teacher_hidden: torch.Tensor | list[torch.Tensor] | None = None
-    word_starts: list[list[int]] | None = None
+    tokens: Tokens
+    labels: torch.Tensor | Ragged
+    gold: torch.Tensor | None  # sequence tasks: [N] bool, has a gold label (the transfer set has none)
+    targets: TargetView
+    word_starts: Ragged | None = None
 
     @property
     def per_token(self) -> bool:
-        return isinstance(self.labels, list)
+        return isinstance(self.labels, Ragged)
 
     def __len__(self) -> int:
-        return len(self.ids)
+        return len(self.tokens)
 
     def batch(self, rows, pad_id: int) -> tuple[tuple[torch.Tensor, ...], Targets]:
         """(model inputs, targets) for these rows, padded to the longest."""
-        inputs = model_inputs([self.ids[i] for i in rows], pad_id)
-        hidden = self.teacher_hidden
+        inputs = self.tokens.pad(rows, pad_id)
+        hidden = self.targets.hidden(rows)
         if not self.per_token:
-            return inputs, Targets(self.labels[rows], self.teacher_logits[rows],
-                                   None if hidden is None else hidden[rows])
+            index = torch.as_tensor(rows, dtype=torch.long)
+            return inputs, Targets(self.labels[index], self.targets.logits(rows), hidden, has_gold=self.gold[index])
         width = inputs[0].shape[1]
         targets = Targets(pad_labels([self.labels[i] for i in rows], width),
-                          _pad_rows([self.teacher_logits[i] for i in rows], width))
+                          _pad_rows(self.targets.logits(rows), width))
         if hidden is not None:
-            targets.teacher_hidden = _pad_rows([hidden[i] for i in rows], width)
+            # cached at each word's first wordpiece only: put them back at those positions
+            targets.teacher_hidden = torch.zeros((len(rows), width, hidden[0].shape[-1]))
             targets.word_starts = torch.zeros((len(rows), width), dtype=torch.bool)
             for k, row in enumerate(rows):
-                targets.word_starts[k, [p for p in self.word_starts[row] if p >= 0]] = True
+                starts = self.word_starts[row]
+                positions = torch.from_numpy(starts[starts >= 0].astype(np.int64))
+                targets.teacher_hidden[k, positions] = hidden[k]
+                targets.word_starts[k, positions] = True
         return inputs, targets
 
     @staticmethod
     def concat(parts: list[StudentSplit]) -> StudentSplit:
-        def join(field: str):
-            values = [getattr(p, field) for p in parts]
+        def join(values):
             if values[0] is None:
                 return None
-            return [row for v in values for row in v] if isinstance(values[0], list) else torch.cat(values)
-        return StudentSplit([seq for p in parts for seq in p.ids], join("labels"), join("teacher_logits"),
-                            join("teacher_hidden"), join("word_starts"))
+            return torch.cat(values) if isinstance(values[0], torch.Tensor) else type(values[0]).concat(values)
+        return StudentSplit(join([p.tokens for p in parts]), join([p.labels for p in parts]),
+                            join([p.gold for p in parts]), TargetView.concat([p.targets for p in parts]),
+                            join([p.word_starts for p in parts]))
 
 
 def _pad_rows(rows: list[torch.Tensor], width: int) -> torch.Tensor:
@@ -110,7 +116,7 @@ def stage_epochs(stage: StageConfig, trainer: TrainerConfig) -> int:
     return trainer.labels_only_epochs if list(stage.data) == ["labeled"] else trainer.epochs
 
 
-def validate_schedule(schedule: ScheduleConfig, trainer: TrainerConfig) -> None:
+def validate_schedule(schedule: ScheduleConfig, trainer: TrainerConfig, task: Task) -> None:
     """Fail before any training on a schedule or trainer setting that cannot run."""
     _check_choice("trainer.optimizer", trainer.optimizer, OPTIMIZERS)
     _check_choice("trainer.lr_schedule", trainer.lr_schedule, LR_SCHEDULES)
@@ -122,6 +128,7 @@ def validate_schedule(schedule: ScheduleConfig, trainer: TrainerConfig) -> None:
         bad_data = sorted(set(stage.data) - set(STAGE_DATA))
         if bad_data or not stage.data:
             raise DistilError(f"{where}: data must list some of {', '.join(STAGE_DATA)} (got {list(stage.data)})")
+        task.check_losses(stage.losses, where)
         _check_choice(f"{where}: unfreeze", stage.unfreeze, UNFREEZE)
         _check_choice(f"{where}: select", stage.select, SELECT)
 
@@ -137,7 +144,7 @@ def run_schedule(
     model: torch.nn.Module,
     splits: dict[str, StudentSplit],
     evaluate: SplitEvaluator,
-    metric: str,
+    task: Task,
     seed: int,
     pad_id: int = 0,
 ) -> list[dict]:
@@ -146,7 +153,7 @@ def run_schedule(
     rng = np.random.default_rng(seed)
     records = []
     for stage in schedule.stages:
-        trainer_for_stage = StageTrainer(schedule.name, stage, trainer, model, splits, evaluate, metric, rng, pad_id)
+        trainer_for_stage = StageTrainer(schedule.name, stage, trainer, model, splits, evaluate, task, rng, pad_id)
         records.extend(trainer_for_stage.run())
     return records
 
@@ -167,10 +174,10 @@ class StageTrainer:
     """One stage: its example pool, its losses, and its steps (one, or one per layer group)."""
 
     def __init__(self, schedule_name: str, stage: StageConfig, trainer: TrainerConfig, model: torch.nn.Module,
-                 splits: dict[str, StudentSplit], evaluate: SplitEvaluator, metric: str,
+                 splits: dict[str, StudentSplit], evaluate: SplitEvaluator, task: Task,
                  rng: np.random.Generator, pad_id: int):
-        self.stage, self.trainer, self.model = stage, trainer, model
-        self.splits, self.evaluate, self.metric, self.rng, self.pad_id = splits, evaluate, metric, rng, pad_id
+        self.stage, self.trainer, self.model, self.task = stage, trainer, model, task
+        self.splits, self.evaluate, self.metric, self.rng, self.pad_id = splits, evaluate, task.metric, rng, pad_id
         self.weights = {name: float(w) for name, w in stage.losses.items()}
         self.pool = StudentSplit.concat([splits[name] for name in stage.data])
         if len(self.pool) == 0:
@@ -186,7 +193,8 @@ class StageTrainer:
 
     def loss(self, split: StudentSplit, rows) -> torch.Tensor:
         inputs, targets = split.batch(rows, self.pad_id)
-        return weighted_loss(self.weights, self.model(*inputs), targets, self.stage.temperature)
+        return weighted_loss(self.weights, self.model(*inputs), targets, self.stage.temperature,
+                             supervised=self.task.supervised_loss)
 
     @torch.no_grad()
     def dev_loss(self) -> float:

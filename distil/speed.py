@@ -6,23 +6,20 @@ Batches are padded before the clock starts, so tokenisation and collation are no
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 import torch
 
-from distil.data.batching import model_inputs
+from distil.data.ragged import Tokens
 
 
 @torch.inference_mode()
-def examples_per_second(
-    forward: Callable[..., object],
-    id_lists: Sequence[Sequence[int]],
-    pad_id: int,
-    batch_size: int = 32,
-) -> float:
-    batches = [model_inputs(id_lists[i : i + batch_size], pad_id) for i in range(0, len(id_lists), batch_size)]
+def examples_per_second(forward: Callable[..., object], tokens: Tokens, n: int, pad_id: int,
+                        batch_size: int = 32) -> float:
+    """Throughput over the first `n` examples of `tokens`, in batches of `batch_size`."""
+    batches = [tokens.pad(range(i, min(i + batch_size, n)), pad_id) for i in range(0, n, batch_size)]
     forward(*batches[0])  # warm-up: first-call allocations are not throughput
     start = time.perf_counter()
     for inputs in batches:
         forward(*inputs)
-    return len(id_lists) / (time.perf_counter() - start)
+    return n / (time.perf_counter() - start)

@@ -1,21 +1,34 @@
-"""Content-addressed artifacts: built in a temporary directory, renamed when complete.
+"""Content-addressed artifacts: built in a resumable temporary directory, renamed when complete.
 
 An artifact lives at `<root>/<kind>/<name>-<hash>/` where the hash covers everything
-that changes its bytes (the `spec`). `manifest.json` records the spec and a SHA-256
-per file; an artifact whose files disagree with its manifest is reported and rebuilt.
+that changes its bytes (the `spec`). `manifest.json` records the spec, a `describe` block
+for humans (`distil cache list`), and a SHA-256 and size per file; its mtime is the last
+time a run used the artifact.
+
+A build runs in `<root>/tmp/<key>/` while holding an exclusive lock on
+`<root>/locks/<key>.lock`: a second run that needs the same artifact waits and then reuses
+it. The build directory survives an interrupted build, so the next run resumes it (the
+builder decides what in it is complete). An artifact whose files disagree with its
+manifest is reported in one line; its intact files go back to the build directory and
+only what is missing is rebuilt.
 """
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import logging
 import os
 import shutil
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from distil.errors import DistilError
 
 log = logging.getLogger(__name__)
 
@@ -48,14 +61,15 @@ class ArtifactStore:
     def __init__(self, root: str | Path):
         self.root = Path(root)
 
+    def key(self, name: str, spec: dict[str, Any]) -> str:
+        return f"{name}-{spec_hash(spec)}"
+
     def find(self, kind: str, name: str, spec: dict[str, Any]) -> Artifact | None:
         """The intact artifact for `spec` if one was built, else None (nothing is built)."""
-        key = f"{name}-{spec_hash(spec)}"
-        final = self.root / kind / key
+        final = self.root / kind / self.key(name, spec)
         if not final.exists() or self.verify(final) is not None:
             return None
-        manifest = json.loads((final / MANIFEST).read_text())
-        return Artifact(key, final, True, manifest.get("info", {}))
+        return self._reuse(final)
 
     def get_or_build(
         self,
@@ -63,36 +77,87 @@ class ArtifactStore:
         name: str,
         spec: dict[str, Any],
         build: Callable[[Path], dict[str, Any]],
+        describe: dict[str, Any] | None = None,
     ) -> Artifact:
-        """Return the artifact for `spec`, building it with `build(tmp_dir) -> info` if needed."""
-        key = f"{name}-{spec_hash(spec)}"
-        final = self.root / kind / key
-        if final.exists():
-            problem = self.verify(final)
-            if problem is None:
-                manifest = json.loads((final / MANIFEST).read_text())
-                return Artifact(key, final, True, manifest.get("info", {}))
-            log.warning("artifact %s is damaged (%s); rebuilding it", final, problem)
-            shutil.rmtree(final)
+        """Return the artifact for `spec`, building it with `build(build_dir) -> info` if needed.
 
-        tmp = self.root / "tmp" / f"{key}.{os.getpid()}"
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir(parents=True)
-        try:
-            info = build(tmp)
+        `build` may find files of an earlier interrupted build in `build_dir` and keep them."""
+        key = self.key(name, spec)
+        final = self.root / kind / key
+        if final.exists() and self.verify(final) is None:
+            return self._reuse(final)
+        with self.lock(key):
+            if final.exists():  # built, or damaged, while we waited for the lock
+                problem = self.verify(final)
+                if problem is None:
+                    return self._reuse(final)
+                log.warning("cached %s %s is damaged (%s): rebuilding what is missing", kind, key, problem)
+                self._return_to_build(final, self.build_dir(key))
+            tmp = self.build_dir(key)
+            tmp.mkdir(parents=True, exist_ok=True)
+            try:
+                info = build(tmp)
+            except DistilError:
+                shutil.rmtree(tmp, ignore_errors=True)  # bad input: nothing worth resuming
+                raise
             files = {
                 str(p.relative_to(tmp)): {"sha256": file_sha256(p), "bytes": p.stat().st_size}
                 for p in sorted(tmp.rglob("*"))
                 if p.is_file()
             }
             manifest = {"key": key, "kind": kind, "format": FORMAT_VERSION, "spec": spec,
-                        "info": info, "files": files}
+                        "describe": describe or {}, "info": info, "files": files,
+                        "created": time.strftime("%Y-%m-%dT%H:%M:%S")}
             (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2, default=str))
             final.parent.mkdir(parents=True, exist_ok=True)
             os.replace(tmp, final)  # atomic: readers see nothing or a complete artifact
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
         return Artifact(key, final, False, info)
+
+    def build_dir(self, key: str) -> Path:
+        return self.root / "tmp" / key
+
+    @contextmanager
+    def lock(self, key: str) -> Iterator[None]:
+        """Exclusive, across processes, for one key; released if the process dies."""
+        path = self.root / "locks" / f"{key}.lock"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("a") as handle:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                log.info("another run is building %s; waiting for it", key)
+                fcntl.flock(handle, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
+
+    def _reuse(self, final: Path) -> Artifact:
+        manifest_path = final / MANIFEST
+        manifest = json.loads(manifest_path.read_text())
+        os.utime(manifest_path)  # last used: `distil cache prune --older-than` reads it
+        return Artifact(manifest["key"], final, True, manifest.get("info", {}))
+
+    @staticmethod
+    def _return_to_build(final: Path, tmp: Path) -> None:
+        """Damaged artifact -> build directory, keeping only the files that match the manifest."""
+        damaged = set(ArtifactStore.damaged_files(final))
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(final, tmp)
+        for rel in damaged | {MANIFEST}:
+            (tmp / rel).unlink(missing_ok=True)
+
+    @staticmethod
+    def damaged_files(path: Path) -> list[str]:
+        """Files that are missing or differ from the manifest (every file, if it is unreadable)."""
+        try:
+            files = json.loads((path / MANIFEST).read_text())["files"]
+        except (OSError, json.JSONDecodeError, KeyError):
+            return [str(p.relative_to(path)) for p in path.rglob("*") if p.is_file()]
+        return [rel for rel, meta in files.items()
+                if not (path / rel).is_file() or (path / rel).stat().st_size != meta["bytes"]
+                or file_sha256(path / rel) != meta["sha256"]]
 
     @staticmethod
     def verify(path: Path) -> str | None:
@@ -108,6 +173,8 @@ class ArtifactStore:
             file = path / rel
             if not file.is_file():
                 return f"missing {rel}"
-            if file.stat().st_size != meta["bytes"] or file_sha256(file) != meta["sha256"]:
+            if file.stat().st_size != meta["bytes"]:
+                return f"{rel} is truncated ({file.stat().st_size} of {meta['bytes']} bytes)"
+            if file_sha256(file) != meta["sha256"]:
                 return f"checksum mismatch in {rel}"
         return None

@@ -7,11 +7,14 @@ dev are restored before `fit` returns.
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 from distil.progress import progress_bar
@@ -43,17 +46,35 @@ def fit(
     scheduler: torch.optim.lr_scheduler.LRScheduler | None = None,
     description: str = "training",
     baseline: bool = False,
+    checkpoint: Path | None = None,
+    rng: np.random.Generator | None = None,
 ) -> FitResult:
     """Train for up to `epochs`, stop after `patience` epochs without a better dev score.
 
     `batches(epoch)` gives that epoch's batches, `loss_fn(batch)` the scalar loss,
     `evaluate()` the dev score (higher is better). With `baseline`, the model as it
     comes in is scored first and counts as epoch 0: if no epoch beats it, it is restored.
+    With `checkpoint`, every finished epoch is saved there (model, optimiser, scheduler,
+    the torch and `rng` random states, early-stopping state), and a run that finds one
+    continues after that epoch exactly as if it had never stopped.
     """
     start = time.perf_counter()
     best_dev, best_epoch, best_state = float("-inf"), 0, None
     history: list[dict[str, float]] = []
-    if baseline:
+    first_epoch, stopped = 1, False
+    if checkpoint is not None and checkpoint.is_file():
+        state = torch.load(checkpoint, weights_only=False)
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        if scheduler is not None:
+            scheduler.load_state_dict(state["scheduler"])
+        torch.set_rng_state(state["torch_rng"])
+        if rng is not None:
+            rng.bit_generator.state = state["numpy_rng"]
+        best_dev, best_epoch, best_state = state["best_dev"], state["best_epoch"], state["best_state"]
+        history, first_epoch, stopped = state["history"], state["epoch"] + 1, state["stopped"]
+        log.info("%s: resuming after epoch %d from %s", description, state["epoch"], checkpoint)
+    elif baseline:
         model.eval()
         best_dev = evaluate()
         best_state = _snapshot(model)
@@ -61,7 +82,9 @@ def fit(
     trainable = [p for p in model.parameters() if p.requires_grad]
     with progress_bar() as progress:
         task = progress.add_task(description, total=None, status="")
-        for epoch in range(1, epochs + 1):
+        for epoch in range(first_epoch, epochs + 1):
+            if stopped:
+                break
             epoch_batches = batches(epoch)
             progress.update(task, total=len(epoch_batches), completed=0,
                             description=f"{description} epoch {epoch}/{epochs}")
@@ -88,12 +111,27 @@ def fit(
                 best_state = _snapshot(model)
             elif epoch - best_epoch >= patience:
                 log.info("%s: no dev improvement for %d epochs, stopping", description, patience)
+                stopped = True
+            if checkpoint is not None:
+                _save_checkpoint(checkpoint, {
+                    "epoch": epoch, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                    "scheduler": scheduler.state_dict() if scheduler is not None else None,
+                    "torch_rng": torch.get_rng_state(), "numpy_rng": rng.bit_generator.state if rng else None,
+                    "best_dev": best_dev, "best_epoch": best_epoch, "best_state": best_state,
+                    "history": history, "stopped": stopped})
+            if stopped:
                 break
     if best_state is not None:
         model.load_state_dict(best_state)  # restore the best model on dev
     model.eval()
     epochs_run = sum(1 for h in history if h["epoch"] > 0)
     return FitResult(best_dev, best_epoch, epochs_run, time.perf_counter() - start, history)
+
+
+def _save_checkpoint(path: Path, state: dict) -> None:
+    partial = path.with_suffix(".partial")
+    torch.save(state, partial)
+    os.replace(partial, path)  # a checkpoint is whole or absent
 
 
 def _snapshot(model: torch.nn.Module) -> dict[str, torch.Tensor]:

@@ -25,7 +25,7 @@ def run(tmp_path, monkeypatch, capsys, cache, *args):
 
 
 def cached_tensors(cache, metrics) -> set[str]:
-    return set(load_file(cache / "targets" / metrics["artifacts"]["targets"] / "dev.safetensors"))
+    return set(load_file(cache / "targets" / metrics["artifacts"]["targets"] / "dev-00000.safetensors"))
 
 
 @pytest.mark.parametrize("schedule", SCHEDULES)

@@ -5,8 +5,8 @@ import pytest
 import torch
 
 from distil.cli import CONF_DIR
-from distil.data.batching import pad
-from distil.evaluate import accuracy, student_logits
+from distil.data.ragged import Ragged
+from distil.evaluate import student_logits
 from distil.losses import Targets, weighted_loss
 from distil.overrides import group_options
 from distil.schedule import (
@@ -18,7 +18,11 @@ from distil.schedule import (
     unfreezing_groups,
 )
 from distil.students import build_student
+from distil.tasks import get_task
+from distil.tasks.classification import accuracy
+from distil.teacher.cache import TargetView
 
+CLASSIFICATION = get_task("classification")
 SCHEDULES = group_options(CONF_DIR, "schedule")
 HIDDEN = 8  # the fake teacher's hidden size
 
@@ -33,26 +37,28 @@ def fake_splits(n=48, num_labels=3, seed=0):
                              for s in ids])
         teacher = torch.nn.functional.one_hot(gold, num_labels).float() * 4 - 2
         hidden = torch.nn.functional.one_hot(gold, HIDDEN).float() * 2 - 0.5  # a layer that knows the class
-        splits[name] = StudentSplit(ids, gold if labeled else torch.full_like(gold, -1), teacher, hidden)
+        labels = gold if labeled else torch.full_like(gold, -1)
+        splits[name] = StudentSplit(Ragged.from_lists(ids), labels, labels >= 0, TargetView.in_memory(teacher, hidden))
     return splits
 
 
 def student_for(cfg, schedule=None):
     torch.manual_seed(0)
     schedule = schedule or cfg.schedule
-    return build_student(cfg.student, vocab_size=16, num_labels=3, task="classification",
+    return build_student(cfg.student, vocab_size=16, num_labels=3, task=CLASSIFICATION,
                          teacher_hidden_size=HIDDEN, representation_head=needs_teacher_hidden(schedule))
 
 
 def stage_loss(model, stage, pool):
-    ids, mask = pad(pool.ids)
-    targets = Targets(pool.labels, pool.teacher_logits, pool.teacher_hidden)
+    rows = np.arange(len(pool))
+    ids, mask = pool.tokens.pad(rows)
+    targets = Targets(pool.labels, pool.targets.logits(rows), pool.targets.hidden(rows))
     return weighted_loss(dict(stage.losses), model(ids, mask), targets, stage.temperature)
 
 
 def evaluator(splits):
     def evaluate(student, name):
-        return {"accuracy": accuracy(student_logits(student, splits[name].ids, 0, 64), splits[name].labels)}
+        return {"accuracy": accuracy(student_logits(student, splits[name].tokens, 0, 64), splits[name].labels)}
     return evaluate
 
 
@@ -80,7 +86,7 @@ def test_schedule_runs_and_reports_every_stage(smoke_cfg, name):
     cfg = smoke_cfg(f"schedule={name}", "trainer.epochs=2")
     model = student_for(cfg)
     splits = fake_splits()
-    records = run_schedule(cfg.schedule, cfg.trainer, model, splits, evaluator(splits), "accuracy", seed=0)
+    records = run_schedule(cfg.schedule, cfg.trainer, model, splits, evaluator(splits), CLASSIFICATION, seed=0)
     assert list(dict.fromkeys(r["name"] for r in records)) == [s.name for s in cfg.schedule.stages]
     for stage in cfg.schedule.stages:
         steps = [r["step"] for r in records if r["name"] == stage.name]
@@ -105,7 +111,7 @@ def test_frozen_layers_do_not_change_during_a_step(smoke_cfg):
     model = student_for(cfg)
     splits = fake_splits()
     stage = cfg.schedule.stages[1]  # labels + logits, gradual
-    trainer = StageTrainer("d3.2", stage, cfg.trainer, model, splits, evaluator(splits), "accuracy",
+    trainer = StageTrainer("d3.2", stage, cfg.trainer, model, splits, evaluator(splits), CLASSIFICATION,
                            np.random.default_rng(0), 0)
     before = snapshot(model)
     classifier = [p for name, p in model.named_parameters() if "classifier" in name]
@@ -136,11 +142,11 @@ def test_restore_best_keeps_the_better_model_when_a_later_step_is_worse(smoke_cf
     model = student_for(cfg)
     splits = fake_splits()
     evaluate = evaluator(splits)
-    run_schedule(cfg.schedule, cfg.trainer, model, splits, evaluate, "accuracy", seed=0)
+    run_schedule(cfg.schedule, cfg.trainer, model, splits, evaluate, CLASSIFICATION, seed=0)
     good_state, good_dev = snapshot(model), evaluate(model, "dev")["accuracy"]
     wrecking = smoke_cfg(f"schedule={schedule}", "trainer.epochs=2", "trainer.optimizer=sgd", "trainer.lr=1e4",
                          "trainer.grad_clip=0", "trainer.lr_schedule=constant")
-    records = run_schedule(wrecking.schedule, wrecking.trainer, model, splits, evaluate, "accuracy", seed=1)
+    records = run_schedule(wrecking.schedule, wrecking.trainer, model, splits, evaluate, CLASSIFICATION, seed=1)
     worse = [h["dev"] for r in records for h in r["history"] if h["epoch"] > 0]
     assert min(worse) < good_dev, "the wrecking run should make some epoch worse"
     assert all(r["best_epoch"] == 0 for r in records if r["name"] == records[-1]["name"])
@@ -153,7 +159,7 @@ def test_representation_only_stage_selects_on_dev_loss(smoke_cfg):
     cfg = smoke_cfg("schedule=d4.1", "trainer.epochs=2")
     model = student_for(cfg)
     splits = fake_splits()
-    records = run_schedule(cfg.schedule, cfg.trainer, model, splits, evaluator(splits), "accuracy", seed=0)
+    records = run_schedule(cfg.schedule, cfg.trainer, model, splits, evaluator(splits), CLASSIFICATION, seed=0)
     assert [r["selected_on"] for r in records] == ["dev loss", "dev accuracy", "dev accuracy"]
     s1 = records[0]["history"]
     assert records[0]["dev_loss"] == pytest.approx(-max(h["dev"] for h in s1))
@@ -173,7 +179,7 @@ def test_cosine_schedule_decays_to_lr_min(smoke_cfg):
 
     torch.optim.lr_scheduler.CosineAnnealingLR.step = spy
     try:
-        run_schedule(cfg.schedule, cfg.trainer, model, splits, evaluator(splits), "accuracy", seed=0)
+        run_schedule(cfg.schedule, cfg.trainer, model, splits, evaluator(splits), CLASSIFICATION, seed=0)
     finally:
         torch.optim.lr_scheduler.CosineAnnealingLR.step = original
     assert seen[-1] == pytest.approx(cfg.trainer.lr_min, abs=1e-9)

@@ -2,6 +2,7 @@
 
 import pytest
 
+from distil.errors import DistilError
 from distil.store import ArtifactStore
 
 
@@ -31,22 +32,66 @@ def test_a_different_spec_is_a_different_key(tmp_path):
 def test_damaged_artifact_is_rebuilt(tmp_path):
     store, calls = ArtifactStore(tmp_path), []
     art = store.get_or_build("things", "x", {"seed": 1}, writer(calls))
-    (art.path / "data.bin").write_bytes(b"tampered")
+    (art.path / "data.bin").write_bytes(b"tampere")
     assert store.verify(art.path) == "checksum mismatch in data.bin"
+    (art.path / "data.bin").write_bytes(b"tamp")
+    assert store.verify(art.path) == "data.bin is truncated (4 of 7 bytes)"
     again = store.get_or_build("things", "x", {"seed": 1}, writer(calls))
     assert not again.reused and len(calls) == 2
     assert (again.path / "data.bin").read_bytes() == b"payload"
 
 
-def test_failed_build_leaves_nothing_behind(tmp_path):
+def test_interrupted_build_is_no_artifact_and_the_next_build_resumes_it(tmp_path):
     store = ArtifactStore(tmp_path)
 
     def broken(out):
         (out / "half.bin").write_bytes(b"half")
-        raise RuntimeError("disk full")
+        raise KeyboardInterrupt
 
-    with pytest.raises(RuntimeError):
+    with pytest.raises(KeyboardInterrupt):
         store.get_or_build("things", "x", {"seed": 1}, broken)
-    leftovers = [p for p in tmp_path.rglob("*") if p.is_file()]
-    assert leftovers == []
-    assert not (tmp_path / "things").exists() or not any((tmp_path / "things").iterdir())
+    assert not (tmp_path / "things").exists()  # nothing a run could mistake for a finished artifact
+    seen = []
+
+    def resume(out):
+        seen.append(sorted(p.name for p in out.iterdir()))
+        (out / "rest.bin").write_bytes(b"rest")
+        return {}
+
+    art = store.get_or_build("things", "x", {"seed": 1}, resume)
+    assert seen == [["half.bin"]] and sorted(p.name for p in art.path.iterdir()) == [
+        "half.bin", "manifest.json", "rest.bin"]
+
+
+def test_bad_input_during_a_build_leaves_nothing_behind(tmp_path):
+    store = ArtifactStore(tmp_path)
+
+    def broken(out):
+        (out / "half.bin").write_bytes(b"half")
+        raise DistilError("teacher diverged")
+
+    with pytest.raises(DistilError):
+        store.get_or_build("things", "x", {"seed": 1}, broken)
+    assert [p for p in tmp_path.rglob("*") if p.is_file() and p.suffix != ".lock"] == []
+
+
+def test_a_second_process_waits_for_the_build_and_reuses_it(tmp_path):
+    """Two runs on an empty cache: one builds, the other waits on the lock and reuses."""
+    import multiprocessing
+
+    context = multiprocessing.get_context("fork")
+    started = context.Event()
+
+    def slow_build(out):
+        started.set()
+        import time
+        time.sleep(1.0)
+        (out / "data.bin").write_bytes(b"payload")
+        return {"by": "first"}
+
+    first = context.Process(target=lambda: ArtifactStore(tmp_path).get_or_build("things", "x", {"s": 1}, slow_build))
+    first.start()
+    assert started.wait(30)
+    second = ArtifactStore(tmp_path).get_or_build("things", "x", {"s": 1}, lambda out: pytest.fail("built twice"))
+    first.join(30)
+    assert first.exitcode == 0 and second.reused and second.info == {"by": "first"}

@@ -9,6 +9,7 @@ from distil.data.batching import model_inputs
 from distil.errors import DistilError
 from distil.students import FAMILIES, build_student, check_student, count_params
 from distil.students.vocab import UNK, TrimmedVocab
+from distil.tasks import get_task
 
 SEQUENCES = [[5, 6, 7, 8], [9, 10]]
 PAIRS = [([5, 6, 7], [8, 9]), ([10, 11], [12, 13, 14, 15])]
@@ -34,7 +35,8 @@ def inputs_for(kind, task):
 @pytest.mark.parametrize("kind,task", CASES)
 def test_output_shapes(kind, task):
     torch.manual_seed(0)
-    model = build_student(student_cfg(kind), vocab_size=20, num_labels=3, task=task, teacher_hidden_size=12).eval()
+    model = build_student(student_cfg(kind), vocab_size=20, num_labels=3, task=get_task(task),
+                          teacher_hidden_size=12).eval()
     logits = model(*inputs_for(kind, task))["logits"]
     assert logits.shape == ((2, 4, 3) if task == "tagging" else (2, 3))
     assert count_params(model) == sum(p.numel() for p in model.parameters()) > 0
@@ -42,7 +44,7 @@ def test_output_shapes(kind, task):
 
 @pytest.mark.parametrize("kind,task", CASES)
 def test_representation_head_maps_to_the_teacher_size(kind, task):
-    model = build_student(student_cfg(kind), vocab_size=20, num_labels=3, task=task, teacher_hidden_size=12,
+    model = build_student(student_cfg(kind), vocab_size=20, num_labels=3, task=get_task(task), teacher_hidden_size=12,
                           representation_head=True)
     representation = model(*inputs_for(kind, task))["representation"]
     assert representation.shape == ((2, 4, 12) if task == "tagging" else (2, 12))
@@ -56,7 +58,7 @@ def test_representation_head_maps_to_the_teacher_size(kind, task):
 def test_padding_never_changes_a_prediction(kind):
     """The same sentence alone or next to a much longer one gives the same output."""
     torch.manual_seed(0)
-    model = build_student(student_cfg(kind), vocab_size=40, num_labels=3, task="classification").eval()
+    model = build_student(student_cfg(kind), vocab_size=40, num_labels=3, task=get_task("classification")).eval()
     alone = model(*model_inputs([[5, 6, 7]]))["logits"][0]
     padded = model(*model_inputs([[5, 6, 7], list(range(2, 30))]))["logits"][0]
     assert torch.allclose(alone, padded, atol=1e-5)
@@ -71,7 +73,7 @@ def test_max_pool_ignores_padding_even_when_states_are_negative():
 
 def test_siamese_is_symmetric_in_its_shared_encoder():
     torch.manual_seed(0)
-    model = build_student(student_cfg("siamese"), vocab_size=20, num_labels=2, task="pair").eval()
+    model = build_student(student_cfg("siamese"), vocab_size=20, num_labels=2, task=get_task("pair")).eval()
     out = model(*model_inputs([([5, 6], [7, 8, 9])]))
     h1, h2 = out["pooled"].chunk(2, dim=-1)
     swapped = model(*model_inputs([([7, 8, 9], [5, 6])]))["pooled"]
@@ -81,17 +83,17 @@ def test_siamese_is_symmetric_in_its_shared_encoder():
 def test_turc_bert_tiny_has_the_published_size():
     """BERT-Tiny (L=2, H=128) over BERT's 30,522 wordpieces has 4.4M parameters (Turc et al.)."""
     model = build_student(student_cfg("transformer", num_layers=2, hidden_size=128), vocab_size=30522,
-                          num_labels=2, task="classification")
+                          num_labels=2, task=get_task("classification"))
     assert count_params(model) == pytest.approx(4.4e6, rel=0.01)
 
 
 def test_student_that_cannot_do_the_task():
     with pytest.raises(DistilError, match="student 'siamese' cannot do classification"):
-        check_student(student_cfg("siamese"), "classification")
+        check_student(student_cfg("siamese"), get_task("classification"))
 
 
-def test_every_family_declares_its_tasks():
-    assert all(family.TASKS for family in FAMILIES.values())
+def test_every_family_declares_what_it_reads():
+    assert all(family.INPUTS for family in FAMILIES.values())
 
 
 def test_trimmed_vocab_round_trip(tmp_path):
@@ -124,7 +126,7 @@ def test_unpadded_fast_path_matches_the_packed_path():
 
 
 def test_sra_sentence_vector_has_the_teacher_size_and_lies_in_tanh_range():
-    model = build_student(student_cfg("sra"), vocab_size=20, num_labels=2, task="classification",
+    model = build_student(student_cfg("sra"), vocab_size=20, num_labels=2, task=get_task("classification"),
                           teacher_hidden_size=12)
     sentence = model(*model_inputs(SEQUENCES))["sentence"]
     assert sentence.shape == (2, 12) and sentence.abs().max() < 1

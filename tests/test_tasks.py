@@ -9,10 +9,10 @@ from distil.cli import CONF_DIR
 from distil.config import DatasetConfig, TransferSizeConfig
 from distil.data import build_task_data
 from distil.data.conll import read_conll
-from distil.data.encode import IGNORE, encode
 from distil.data.load import load_raw_splits
 from distil.errors import DistilError
-from distil.evaluate import score
+from distil.tasks import get_task
+from distil.tasks.tagging import IGNORE
 from distil.teacher.load import TINY_VOCAB
 
 ALL = OmegaConf.merge(OmegaConf.structured(TransferSizeConfig), {"name": "all"})
@@ -46,7 +46,7 @@ def test_conll_malformed_line_names_file_and_line(tmp_path):
 
 def test_multilingual_ner_splits_per_language():
     data = build_task_data(dataset("toy-ner"), ALL, ".", seed=1)
-    assert data.task == "tagging" and data.languages == ["aa", "bb"]
+    assert data.task.name == "tagging" and data.languages == ["aa", "bb"]
     labeled_languages = data.splits["labeled"]["language"][:]
     assert labeled_languages.count("aa") == 10 and labeled_languages.count("bb") == 10
     assert len(data.splits["transfer"]) == 20
@@ -100,20 +100,24 @@ def test_tagging_alignment_marks_continuations_x(tokenizer):
     import datasets
 
     ds = datasets.Dataset.from_dict({"tokens": [["ab", "c"]], "tags": [[1, 0]], "language": [""]})
-    enc = encode("tagging", tokenizer, ds, max_length=16, x_label=7)
+    names = [f"T{i}" for i in range(7)]  # 7 tags: 'X' is label 7
+    enc = get_task("tagging").prepare("test", tokenizer, ds, max_length=16, names=names)
     # [CLS] a ##b c [SEP]
-    assert enc.token_labels[0] == [IGNORE, 1, 7, 0, IGNORE]
-    assert enc.word_starts[0] == [1, 3]
-    truncated = encode("tagging", tokenizer, ds, max_length=3, x_label=7)  # [CLS] a [SEP]
-    assert truncated.word_starts[0] == [1, -1]
+    assert enc.labels[0].tolist() == [IGNORE, 1, 7, 0, IGNORE]
+    assert enc.word_starts[0].tolist() == [1, 3]
+    truncated = get_task("tagging").prepare("test", tokenizer, ds, max_length=3, names=names)  # [CLS] a [SEP]
+    assert truncated.word_starts[0].tolist() == [1, -1]
 
 
 def test_pair_encoding_is_one_sequence(tokenizer):
     import datasets
 
     ds = datasets.Dataset.from_dict({"text": ["ab"], "text_pair": ["c"], "label": [0]})
-    ids = encode("pair", tokenizer, ds, max_length=16).ids[0]
-    assert tokenizer.convert_ids_to_tokens(ids) == ["[CLS]", "a", "##b", "[SEP]", "c", "[SEP]"]
+    prepared = get_task("pair").prepare("test", tokenizer, ds, max_length=16, names=["no", "yes"])
+    assert tokenizer.convert_ids_to_tokens(prepared.ids[0]) == ["[CLS]", "a", "##b", "[SEP]", "c", "[SEP]"]
+    first, second = prepared.pair[0]  # each sentence alone, for siamese students
+    assert tokenizer.convert_ids_to_tokens(first) == ["[CLS]", "a", "##b", "[SEP]"]
+    assert tokenizer.convert_ids_to_tokens(second) == ["[CLS]", "c", "[SEP]"]
 
 
 def test_seqeval_f1_per_language_with_mean_and_std(tokenizer):
@@ -122,7 +126,8 @@ def test_seqeval_f1_per_language_with_mean_and_std(tokenizer):
     names = ["O", "B-PER", "I-PER"]
     ds = datasets.Dataset.from_dict({"tokens": [["ab", "c"], ["d"]], "tags": [[1, 0], [1]],
                                      "language": ["aa", "bb"]})
-    enc = encode("tagging", tokenizer, ds, max_length=16, x_label=3)
+    tagging = get_task("tagging")
+    enc = tagging.prepare("test", tokenizer, ds, max_length=16, names=names)
 
     def logits_for(choices):
         rows = []
@@ -134,11 +139,11 @@ def test_seqeval_f1_per_language_with_mean_and_std(tokenizer):
         return rows
 
     perfect = logits_for([{1: 1, 2: 3, 3: 0}, {1: 1}])
-    result = score("tagging", perfect, ds, enc, names)
+    result = tagging.score(perfect, enc, names)
     assert result == {"f1": 1.0, "f1_std": 0.0, "per_language": {"aa": 1.0, "bb": 1.0}}
     # 'X' predicted at a word start counts as 'O': language bb loses its only entity
     half = logits_for([{1: 1, 2: 3, 3: 0}, {1: 3}])
-    result = score("tagging", half, ds, enc, names)
+    result = tagging.score(half, enc, names)
     assert result["per_language"] == {"aa": 1.0, "bb": 0.0}
     assert result["f1"] == pytest.approx(0.5) and result["f1_std"] == pytest.approx(0.5)
 
@@ -156,7 +161,7 @@ def test_labeled_per_language_larger_than_a_language():
 
 
 def test_tag_outside_the_label_set():
-    with pytest.raises(DistilError, match=r"labels \['B-LOC'.*outside the label set"):
+    with pytest.raises(DistilError, match=r"train split has tags \['B-LOC'.*outside the tag set"):
         build_task_data(dataset("toy-ner", labels=["O", "B-PER", "I-PER", "B-ORG", "I-ORG"]), ALL, ".", seed=1)
 
 
@@ -170,11 +175,16 @@ def test_pair_dataset_needs_its_second_column():
         build_task_data(dataset("toy-pair", text_pair_column="second"), ALL, ".", seed=1)
 
 
-def test_majority_baseline_takes_the_majority_class_from_dev():
-    from distil.evaluate import majority_baseline
+def test_majority_baseline_takes_the_majority_class_from_dev(tokenizer):
+    import datasets
+
+    def split(labels):
+        ds = datasets.Dataset.from_dict({"text": ["a"] * len(labels), "label": labels, "language": [""] * len(labels)})
+        return get_task("classification").prepare("x", tokenizer, ds, 16, ["n", "y"])
 
     # class 1 dominates dev, so the baseline always predicts 1: right on 3 of 4 test examples
-    assert majority_baseline([1, 1, 0], [1, 0, 1, 1]) == pytest.approx(0.75)
+    baseline = get_task("classification").baseline(split([1, 1, 0]), split([1, 0, 1, 1]))
+    assert baseline == {"accuracy": pytest.approx(0.75)}
 
 
 def test_hub_path_maps_class_label_ids_to_names(tmp_path):

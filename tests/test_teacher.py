@@ -1,61 +1,234 @@
-"""The tiny teacher fine-tunes and caches; artifacts are reused and keyed by content."""
+"""The tiny teacher fine-tunes and caches; artifacts are reused, keyed by content, sharded,
+verified, and resumed after an interrupt."""
 
+import json
+import os
+import signal
+import subprocess
+import sys
+
+import numpy as np
+import pytest
 import torch
+from safetensors.torch import load_file
 
-from distil.data import build_task_data
+from distil.pipeline import prepare_data
 from distil.store import ArtifactStore
-from distil.teacher import ensure_targets, ensure_teacher, load_targets
+from distil.tasks import make_task
+from distil.teacher import ensure_targets, ensure_teacher, load_finetuned, open_targets
+from distil.teacher.cache import shard_name
+from distil.teacher.inference import run_teacher
 
 
-def prepare(cfg):
-    data = build_task_data(cfg.dataset, cfg.transfer_size, cfg.paths.data_dir, cfg.seed)
-    return data, ArtifactStore(cfg.paths.cache)
+def setup(cfg):
+    task = make_task(cfg.dataset)
+    data, prepared = prepare_data(cfg, task)
+    return task, data, prepared, ArtifactStore(cfg.paths.cache)
+
+
+def teacher_and_targets(cfg, layer=None):
+    task, data, prepared, store = setup(cfg)
+    teacher = ensure_teacher(cfg.teacher, task, data, prepared, store, cfg.seed, hub_offline=True)
+    targets = ensure_targets(cfg.teacher, teacher, task, data, prepared, store, layer,
+                             lambda: load_finetuned(teacher.path, task))
+    return task, data, prepared, store, teacher, targets
+
+
+def shard_bytes(artifact):
+    return {p.name: p.read_bytes() for p in sorted(artifact.path.glob("*.safetensors"))}
 
 
 def test_tiny_teacher_fine_tunes_and_caches(smoke_cfg):
-    cfg = smoke_cfg("teacher.finetune.epochs=3", "teacher.finetune.patience=3")
-    data, store = prepare(cfg)
-    teacher = ensure_teacher(cfg.teacher, data, store, cfg.seed, hub_offline=True)
+    cfg = smoke_cfg("teacher.finetune.epochs=3", "teacher.finetune.patience=3", "teacher.shard_size=10")
+    task, data, prepared, store, teacher, logits_only = teacher_and_targets(cfg)
     history = teacher.info["history"]
     assert history[-1]["train_loss"] < history[0]["train_loss"]
-    assert (teacher.path / "model.safetensors").is_file() and (teacher.path / "manifest.json").is_file()
+    assert (teacher.path / "model.safetensors").is_file() and not (teacher.path / "finetune-checkpoint.pt").exists()
 
-    logits_only = ensure_targets(cfg.teacher, teacher, data, store)
-    with_layer = ensure_targets(cfg.teacher, teacher, data, store, with_hidden=True)
+    with_layer = ensure_targets(cfg.teacher, teacher, task, data, prepared, store, -1,
+                                lambda: load_finetuned(teacher.path, task))
     assert not with_layer.reused and with_layer.key != logits_only.key
-    for split, ds in data.splits.items():
-        assert "hidden" not in load_targets(logits_only, split)  # no schedule asked for a layer
-        cached = load_targets(with_layer, split)
-        assert cached["logits"].shape == (len(ds), data.num_labels)
-        assert cached["hidden"].shape == (len(ds), cfg.teacher.random_init.hidden_size)
-        assert cached["logits"].dtype == torch.float16
-        assert torch.isfinite(cached["logits"].float()).all()
-        assert torch.equal(cached["logits"], load_targets(logits_only, split)["logits"])
+    model, tokenizer = load_finetuned(teacher.path, task)
+    plain, layered = open_targets(logits_only), open_targets(with_layer)
+    for split, examples in prepared.items():
+        # shards of 10 examples: the 36 transfer examples are 4 files, the last one of 6
+        assert len(list(with_layer.path.glob(f"{split}-*.safetensors"))) == -(-len(examples) // 10)
+        assert plain[split].hidden([0]) is None  # no schedule asked for a layer
+        logits = layered[split].all_logits()
+        hidden = layered[split].hidden(np.arange(len(examples)))
+        assert logits.shape == (len(examples), data.num_labels)
+        assert hidden.shape == (len(examples), cfg.teacher.random_init.hidden_size)
+        assert torch.equal(logits, plain[split].all_logits())
+        # what the lazy reader gives back is the teacher's own output, rounded to fp16
+        expected, states = run_teacher(model, task, examples, np.arange(len(examples)), tokenizer.pad_token_id,
+                                       64, layer=-1)
+        assert torch.allclose(logits, torch.stack(expected).half().float())
+        assert torch.allclose(hidden, torch.cat(states).half().float())
+        # rows in any order, across shards
+        assert torch.equal(layered[split].logits([7, 2, 15]), logits[[7, 2, 15]])
+    shard = load_file(with_layer.path / shard_name("transfer", 3))
+    assert shard["logits"].dtype == torch.float16 and shard["logits"].shape == (6, data.num_labels)
     # once a cache with the layer exists, a logits-only run reads it instead of a new pass
-    again = ensure_targets(cfg.teacher, teacher, data, store)
-    assert again.key in (logits_only.key, with_layer.key) and again.reused
+    again = ensure_targets(cfg.teacher, teacher, task, data, prepared, store, None, lambda: pytest.fail("ran"))
+    assert again.key == with_layer.key and again.reused
+
+
+def test_tagging_cache_keeps_every_wordpiece_and_word_starts(smoke_cfg):
+    cfg = smoke_cfg("dataset=toy-ner", "student=bilstm-tagger", "teacher.shard_size=8")
+    task, data, prepared, store, teacher, targets = teacher_and_targets(cfg, layer=-1)
+    view = open_targets(targets)["dev"]
+    for row in (0, 9, 15):  # across both shards of 8
+        assert view.logits([row])[0].shape == (len(prepared["dev"].ids[row]), data.num_labels + 1)
+        words = int((prepared["dev"].word_starts[row] >= 0).sum())
+        assert view.hidden([row])[0].shape == (words, cfg.teacher.random_init.hidden_size)
 
 
 def test_second_run_reuses_teacher_and_cache(smoke_cfg):
     cfg = smoke_cfg()
-    data, store = prepare(cfg)
-    first = ensure_teacher(cfg.teacher, data, store, cfg.seed, True)
-    first_targets = ensure_targets(cfg.teacher, first, data, store)
-    again = ensure_teacher(cfg.teacher, data, store, cfg.seed, True)
-    again_targets = ensure_targets(cfg.teacher, again, data, store)
-    assert again.reused and again_targets.reused
-    assert (again.key, again_targets.key) == (first.key, first_targets.key)
+    first = teacher_and_targets(cfg)
+    again = teacher_and_targets(cfg)
+    assert again[4].reused and again[5].reused
+    assert (again[4].key, again[5].key) == (first[4].key, first[5].key)
 
 
 def test_changing_seed_or_max_length_makes_new_keys(smoke_cfg):
     base = smoke_cfg()
-    data, store = prepare(base)
-    key = ensure_teacher(base.teacher, data, store, base.seed, True).key
+    task, data, prepared, store = setup(base)
+    key = ensure_teacher(base.teacher, task, data, prepared, store, base.seed, True).key
 
     reseeded = smoke_cfg("seed=2")
-    data2, _ = prepare(reseeded)
-    assert ensure_teacher(reseeded.teacher, data2, store, reseeded.seed, True).key != key
+    _, data2, prepared2, _ = setup(reseeded)
+    assert ensure_teacher(reseeded.teacher, task, data2, prepared2, store, reseeded.seed, True).key != key
 
     shorter = smoke_cfg("teacher.max_length=32")
-    teacher = ensure_teacher(shorter.teacher, data, store, shorter.seed, True)
+    _, data3, prepared3, _ = setup(shorter)
+    teacher = ensure_teacher(shorter.teacher, task, data3, prepared3, store, shorter.seed, True)
     assert teacher.key != key and not teacher.reused
+
+
+@pytest.mark.parametrize("damage", ["flip", "truncate", "delete"])
+def test_damaged_shard_is_reported_and_only_it_is_rebuilt(smoke_cfg, caplog, damage):
+    cfg = smoke_cfg("teacher.shard_size=10")
+    task, data, prepared, store, teacher, targets = teacher_and_targets(cfg)
+    original = shard_bytes(targets)
+    victim = targets.path / shard_name("transfer", 1)
+    if damage == "flip":
+        raw = bytearray(victim.read_bytes())
+        raw[-1] ^= 0xFF
+        victim.write_bytes(bytes(raw))
+    elif damage == "truncate":
+        victim.write_bytes(victim.read_bytes()[:-10])
+    else:
+        victim.unlink()
+    computed = []
+
+    def load():
+        computed.append(True)
+        return load_finetuned(teacher.path, task)
+
+    calls = []
+    original_run = run_teacher
+
+    def counting(model, task_, split, rows, *args, **kwargs):
+        calls.append((split.name, int(rows[0])))
+        return original_run(model, task_, split, rows, *args, **kwargs)
+
+    import distil.teacher.cache as cache_module
+    cache_module.run_teacher, saved = counting, cache_module.run_teacher
+    try:
+        rebuilt = ensure_targets(cfg.teacher, teacher, task, data, prepared, store, None, load)
+    finally:
+        cache_module.run_teacher = saved
+    assert not rebuilt.reused and rebuilt.key == targets.key
+    assert calls == [("transfer", 10)]  # only the damaged shard ran through the teacher again
+    assert shard_bytes(rebuilt) == original
+    message = {"flip": "checksum mismatch in transfer-00001", "truncate": "transfer-00001.safetensors is truncated",
+               "delete": "missing transfer-00001"}[damage]
+    assert any(message in r.getMessage() and "damaged" in r.getMessage() for r in caplog.records)
+
+
+INTERRUPTED_CACHE = """
+import os, sys
+from distil.teacher import cache
+original = cache.save_file
+calls, kill_at, where = 0, int(sys.argv[1]), sys.argv[2]
+def dying(tensors, path):
+    global calls
+    calls += 1
+    if calls == kill_at:
+        if where == "mid":  # killed while writing the shard: half a file on disk
+            original(tensors, path)
+            os.truncate(path, os.path.getsize(path) // 2)
+        os.kill(os.getpid(), 9)
+    return original(tensors, path)
+cache.save_file = dying
+from distil.cli import main
+sys.argv = ["distil", *sys.argv[3:]]
+main()
+"""
+
+
+@pytest.mark.parametrize("where", ["boundary", "mid"])
+def test_cache_killed_mid_build_resumes_byte_identical(tmp_path, where):
+    """kill -9 while caching; the next run keeps the finished shards and ends with the
+    same bytes as a build that was never interrupted."""
+    args = ["debug=smoke", "teacher.shard_size=10", "trainer.epochs=1"]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+
+    def distil(cwd, *extra):
+        cwd.mkdir(exist_ok=True)
+        return subprocess.run([sys.executable, "-c", INTERRUPTED_CACHE, *extra, *args], cwd=cwd, env=env,
+                              capture_output=True, text=True, timeout=300)
+
+    reference = distil(tmp_path / "reference", "0", "none")
+    assert reference.returncode == 0, reference.stderr
+    interrupted = tmp_path / "interrupted"
+    killed = distil(interrupted, "4", where)  # the 4th shard: labeled 0-9, 10-19, 20-23, then transfer 0-9
+    assert killed.returncode == -signal.SIGKILL
+    build = next((interrupted / "outputs/cache/tmp").glob("tiny-*"))
+    assert sorted(p.name for p in build.glob("*.safetensors")) == [shard_name("labeled", i) for i in range(3)]
+    assert [p.name for p in build.glob("*.partial")] == (["transfer-00000.partial"] if where == "mid" else [])
+    resumed = distil(interrupted, "0", "none")
+    assert resumed.returncode == 0, resumed.stderr
+
+    def targets(root):
+        return next((root / "outputs/cache/targets").iterdir())
+
+    ours, theirs = targets(interrupted), targets(tmp_path / "reference")
+    assert ours.name == theirs.name
+    assert shard_bytes_of(ours) == shard_bytes_of(theirs)
+    manifests = [json.loads((p / "manifest.json").read_text())["files"] for p in (ours, theirs)]
+    assert manifests[0] == manifests[1]
+
+
+def shard_bytes_of(path):
+    return {p.name: p.read_bytes() for p in sorted(path.glob("*.safetensors"))}
+
+
+def test_finetuning_killed_after_an_epoch_resumes_from_its_checkpoint(smoke_cfg, monkeypatch):
+    """An interrupted fine-tuning continues from the last finished epoch and ends with the
+    same weights as one that was never interrupted."""
+    import distil.train as train
+
+    cfg = smoke_cfg("teacher.finetune.epochs=3", "teacher.finetune.patience=3")
+    task, data, prepared, store = setup(cfg)
+    reference_store = ArtifactStore(cfg.paths.cache + "-reference")
+    reference = ensure_teacher(cfg.teacher, task, data, prepared, reference_store, cfg.seed, True)
+
+    saved, epochs_seen = train._save_checkpoint, []
+
+    def save_then_die(path, state):
+        saved(path, state)
+        epochs_seen.append(state["epoch"])
+        if state["epoch"] == 2:
+            raise KeyboardInterrupt  # as Ctrl-C after the second epoch's checkpoint
+    monkeypatch.setattr(train, "_save_checkpoint", save_then_die)
+    with pytest.raises(KeyboardInterrupt):
+        ensure_teacher(cfg.teacher, task, data, prepared, store, cfg.seed, True)
+    monkeypatch.setattr(train, "_save_checkpoint", saved)
+    resumed = ensure_teacher(cfg.teacher, task, data, prepared, store, cfg.seed, True)
+    assert epochs_seen == [1, 2]
+    assert resumed.info["history"] == reference.info["history"]
+    ours = load_file(resumed.path / "model.safetensors")
+    theirs = load_file(reference.path / "model.safetensors")
+    assert all(torch.equal(ours[k], theirs[k]) for k in theirs)

@@ -19,15 +19,16 @@ import numpy as np
 from distil.config import DatasetConfig, TransferSizeConfig
 from distil.data.load import load_raw_splits, load_unlabeled_file
 from distil.errors import DistilError
+from distil.tasks import NO_LABEL, Task, make_task
 
 SPLITS = ("labeled", "transfer", "dev", "test")
-NO_LABEL = -1  # a transfer-set example (or token) has no gold label
 
 
 @dataclass
 class TaskData:
-    task: str  # classification | pair | tagging
-    label_names: list[str]  # class names, or IOB2 tag names for tagging
+    name: str  # the dataset's own name (dataset.name), which labels runs and caches
+    task: Task
+    label_names: list[str]  # class names, IOB2 tag names for tagging, none for regression
     languages: list[str]  # [""] when the dataset is not multilingual
     # labeled/dev/test carry gold labels (tagging: `tags` as ids); transfer carries NO_LABEL
     splits: dict[str, datasets.Dataset]
@@ -42,7 +43,7 @@ class TaskData:
 
     def fingerprint(self, *names: str) -> str:
         """Content hash of the named splits: changes whenever their bytes change."""
-        digest = hashlib.sha256(json.dumps([self.task, self.label_names]).encode())
+        digest = hashlib.sha256(json.dumps([self.task.name, self.label_names]).encode())
         for name in names:
             ds = self.splits[name]
             digest.update(f"\x1e{name}:{len(ds)}".encode())
@@ -57,14 +58,14 @@ class TaskData:
 def build_task_data(
     cfg: DatasetConfig, transfer: TransferSizeConfig, data_dir: str, seed: int, hub_offline: bool = True
 ) -> TaskData:
+    task = make_task(cfg)
     raw = load_raw_splits(cfg, data_dir, hub_offline)
-    label_key = "tags" if cfg.task == "tagging" else "label"
-    label_names = list(cfg.labels) if cfg.labels else _labels_found(raw["train"], label_key)
+    label_names = task.label_names(raw["train"], cfg.labels)
     languages = list(cfg.languages) if cfg.languages else [""]
-    encoded = {name: _encode_labels(cfg, name, ds, label_names) for name, ds in raw.items()}
+    encoded = {name: task.encode_labels(ds, label_names, f"dataset '{cfg.name}': {name} split")
+               for name, ds in raw.items()}
 
-    # Stratify the carving by label, or by language for tagging.
-    strata = "language" if cfg.task == "tagging" else "label"
+    strata = task.strata()  # by label, or by language where there are no classes
     train = encoded["train"]
     carve_rng = np.random.default_rng(cfg.split.seed)
     if "test" not in encoded:
@@ -77,48 +78,16 @@ def build_task_data(
             encoded[name] = _cap_per_language(encoded[name], cfg.split.max_eval_per_language, carve_rng)
 
     run_rng = np.random.default_rng(seed)
-    labeled, pool = _take_labeled(cfg, train, label_names, run_rng)
+    labeled, pool = _take_labeled(cfg, task, train, label_names, run_rng)
     if transfer.source == "file":
         pool = load_unlabeled_file(cfg, data_dir)
-        pool = pool.add_column("language", [""] * len(pool)).add_column("label", [NO_LABEL] * len(pool))
+        pool = pool.add_column("language", [""] * len(pool)).add_column(task.label_column, [NO_LABEL] * len(pool))
     elif transfer.source != "pool":
         raise DistilError(f"transfer_size '{transfer.name}': unknown source '{transfer.source}'; "
                           f"use pool or file")
-    transfer_set = _drop_labels(_draw_transfer(pool, transfer, len(labeled), run_rng))
+    transfer_set = task.drop_labels(_draw_transfer(pool, transfer, len(labeled), run_rng))
     splits = {"labeled": labeled, "transfer": transfer_set, "dev": encoded["dev"], "test": encoded["test"]}
-    return TaskData(cfg.task, label_names, languages, splits)
-
-
-def _labels_found(train: datasets.Dataset, key: str) -> list[str]:
-    values = train[key][:]
-    if key == "tags":
-        return sorted({tag for tags in values for tag in tags})
-    return sorted(set(values))
-
-
-def _encode_labels(cfg: DatasetConfig, split: str, ds: datasets.Dataset, names: list[str]):
-    index = {name: i for i, name in enumerate(names)}
-    if cfg.task == "tagging":
-        found = {tag for tags in ds["tags"][:] for tag in tags}
-    else:
-        found = set(ds["label"][:])
-    unknown = sorted(found - set(index))
-    if unknown:
-        raise DistilError(
-            f"dataset '{cfg.name}': {split} split has labels {unknown[:5]} outside the label set "
-            f"{names}; fix the data or list every label in dataset.labels"
-        )
-    if cfg.task == "tagging":
-        return ds.map(lambda row: {"tags": [index[t] for t in row["tags"]]},
-                      features=_with_feature(ds, "tags", datasets.Sequence(datasets.Value("int64"))))
-    return ds.map(lambda row: {"label": index[row["label"]]},
-                  features=_with_feature(ds, "label", datasets.Value("int64")))
-
-
-def _with_feature(ds: datasets.Dataset, column: str, feature) -> datasets.Features:
-    features = ds.features.copy()
-    features[column] = feature
-    return features
+    return TaskData(cfg.name, task, label_names, languages, splits)
 
 
 def _stratified_split(ds: datasets.Dataset, column: str, fraction: float, rng: np.random.Generator):
@@ -142,11 +111,12 @@ def _cap_per_language(ds: datasets.Dataset, cap: int, rng: np.random.Generator) 
     return ds.select(sorted(int(i) for i in keep))
 
 
-def _take_labeled(cfg: DatasetConfig, ds: datasets.Dataset, names: list[str], rng: np.random.Generator):
+def _take_labeled(cfg: DatasetConfig, task: Task, ds: datasets.Dataset, names: list[str],
+                  rng: np.random.Generator):
     """(labeled, unlabeled pool): N per class, N per language, or everything labeled."""
     per_class, per_language = cfg.split.labeled_per_class, cfg.split.labeled_per_language
-    if per_class is not None and cfg.task == "tagging":
-        raise DistilError(f"dataset '{cfg.name}': tagging data has no classes; use "
+    if per_class is not None and not task.has_classes:
+        raise DistilError(f"dataset '{cfg.name}': {task.name} data has no classes; use "
                           f"dataset.split.labeled_per_language instead of labeled_per_class")
     if per_class is not None:
         column, size, groups = "label", per_class, {i: f"class '{n}'" for i, n in enumerate(names)}
@@ -184,9 +154,3 @@ def _draw_transfer(pool, cfg: TransferSizeConfig, n_labeled: int, rng: np.random
             f"{len(pool)}; choose a smaller transfer_size"
         )
     return pool.select(sorted(rng.choice(len(pool), size=wanted, replace=False).tolist()))
-
-
-def _drop_labels(ds: datasets.Dataset) -> datasets.Dataset:
-    if "tags" in ds.column_names:
-        return ds.map(lambda row: {"tags": [NO_LABEL] * len(row["tags"])})
-    return ds.map(lambda _: {"label": NO_LABEL})

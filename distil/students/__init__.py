@@ -13,6 +13,7 @@ from distil.students.rnn import RNNClassifier
 from distil.students.siamese import SiameseBiLSTM
 from distil.students.sra import SRAStudent
 from distil.students.transformer import TransformerStudent
+from distil.tasks import Task
 
 FAMILIES = {
     "bilstm": BiLSTMClassifier,
@@ -32,17 +33,21 @@ def reads_words(cfg: StudentConfig) -> bool:
     return getattr(FAMILIES[cfg.kind], "READS_WORDS", False)
 
 
-def check_student(cfg: StudentConfig, task: str) -> None:
-    """Fail before any training when the student cannot do the dataset's task."""
+INPUT_NAMES = {"text": "single texts", "pair": "text pairs", "tokens": "word sequences"}
+
+
+def check_student(cfg: StudentConfig, task: Task) -> None:
+    """Fail before any training when the student cannot read the dataset's task inputs."""
     if cfg.kind not in FAMILIES:
         raise DistilError(
             f"student '{cfg.name}': unknown kind '{cfg.kind}'; use one of: {', '.join(FAMILIES)}"
         )
-    if task not in FAMILIES[cfg.kind].TASKS:
-        fitting = sorted(kind for kind, family in FAMILIES.items() if task in family.TASKS)
+    reads = FAMILIES[cfg.kind].INPUTS
+    if task.inputs not in reads:
+        fitting = sorted(kind for kind, family in FAMILIES.items() if task.inputs in family.INPUTS)
         raise DistilError(
-            f"student '{cfg.name}' cannot do {task} (it does {', '.join(FAMILIES[cfg.kind].TASKS)}); "
-            f"choose a student of kind {', '.join(fitting)}"
+            f"student '{cfg.name}' cannot do {task.name} on {INPUT_NAMES[task.inputs]} (it reads "
+            f"{' or '.join(INPUT_NAMES[r] for r in reads)}); choose a student of kind {', '.join(fitting)}"
         )
 
 
@@ -57,7 +62,7 @@ def word_embeddings(model: torch.nn.Module) -> torch.nn.Embedding:
 
 
 def build_student(
-    cfg: StudentConfig, vocab_size: int, num_labels: int, task: str,
+    cfg: StudentConfig, vocab_size: int, num_labels: int, task: Task,
     teacher_hidden_size: int | None = None, representation_head: bool = False,
 ) -> torch.nn.Module:
     """The student; with `representation_head`, wrapped with gelu(W z + b) to the teacher's size."""

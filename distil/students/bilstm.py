@@ -9,7 +9,7 @@ from distil.students.encoders import RecurrentStudent, max_pool
 
 class BiLSTMClassifier(RecurrentStudent):
     # A pair is read as the teacher reads it: [CLS] a [SEP] b [SEP] in one sequence.
-    TASKS = ("classification", "pair")
+    INPUTS = ("text", "pair")
 
     def forward(self, ids: torch.Tensor, mask: torch.Tensor) -> dict[str, torch.Tensor]:
         states, _ = self.encoder(ids, mask)

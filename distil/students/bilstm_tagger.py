@@ -8,7 +8,7 @@ from distil.students.encoders import RecurrentStudent
 
 
 class BiLSTMTagger(RecurrentStudent):
-    TASKS = ("tagging",)
+    INPUTS = ("tokens",)
 
     def forward(self, ids: torch.Tensor, mask: torch.Tensor) -> dict[str, torch.Tensor]:
         states, _ = self.encoder(ids, mask)

@@ -61,7 +61,7 @@ class RecurrentStudent(nn.Module):
     """Embedding -> BiLSTM encoder -> dropout -> linear: the body every recurrent student shares.
     Subclasses decide what the classifier reads (max-pool, last state, every position)."""
 
-    TASKS: tuple[str, ...] = ()
+    INPUTS: tuple[str, ...] = ()  # what it reads: "text", "pair" (joined), "tokens" (tagging)
 
     def __init__(self, vocab_size: int, embedding_dim: int, hidden_size: int, num_labels: int,
                  dropout: float, pad_id: int = 0, num_layers: int = 1, recurrent_dropout: float = 0.0):
@@ -77,6 +77,6 @@ class RecurrentStudent(nn.Module):
         return [("classifier", self.classifier), *self.encoder.layer_groups()]
 
     @classmethod
-    def from_config(cls, cfg: StudentConfig, vocab_size: int, num_labels: int, task: str):
+    def from_config(cls, cfg: StudentConfig, vocab_size: int, num_labels: int, task):
         return cls(vocab_size, cfg.embedding_dim, cfg.hidden_size, num_labels, cfg.dropout,
                    num_layers=cfg.num_layers, recurrent_dropout=cfg.recurrent_dropout)

@@ -12,7 +12,7 @@ from distil.students.encoders import RecurrentStudent
 
 
 class RNNClassifier(RecurrentStudent):
-    TASKS = ("classification",)
+    INPUTS = ("text",)
     READS_WORDS = True  # whitespace tokens, not teacher wordpieces
 
     def forward(self, ids: torch.Tensor, mask: torch.Tensor) -> dict[str, torch.Tensor]:

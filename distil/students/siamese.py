@@ -11,10 +11,11 @@ from torch import nn
 
 from distil.config import StudentConfig
 from distil.students.encoders import BiLSTMEncoder
+from distil.tasks import Task
 
 
 class SiameseBiLSTM(nn.Module):
-    TASKS = ("pair",)
+    INPUTS = ("pair",)
     READS_PAIRS_APART = True  # the runner hands it (ids_a, mask_a, ids_b, mask_b)
 
     def __init__(self, vocab_size: int, embedding_dim: int, hidden_size: int, num_labels: int,
@@ -29,7 +30,7 @@ class SiameseBiLSTM(nn.Module):
         self.representation_size = 2 * width  # "pooled" is [h1, h2]
 
     @classmethod
-    def from_config(cls, cfg: StudentConfig, vocab_size: int, num_labels: int, task: str):
+    def from_config(cls, cfg: StudentConfig, vocab_size: int, num_labels: int, task: Task):
         return cls(vocab_size, cfg.embedding_dim, cfg.hidden_size, num_labels, cfg.dropout,
                    cfg.mlp_hidden_size, num_layers=cfg.num_layers)
 

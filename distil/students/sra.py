@@ -13,10 +13,11 @@ from torch import nn
 
 from distil.config import StudentConfig
 from distil.students.encoders import BiLSTMEncoder, max_pool
+from distil.tasks import Task
 
 
 class SRAStudent(nn.Module):
-    TASKS = ("classification", "pair")
+    INPUTS = ("text", "pair")
     READS_PAIRS_APART = True
     NEEDS_TEACHER_SIZE = True  # its sentence vector has the teacher's hidden size
     HAS_REPRESENTATION = True  # ... and is the representation the losses compare: no extra projection
@@ -34,10 +35,10 @@ class SRAStudent(nn.Module):
         self.representation_size = (2 if pair else 1) * sentence_size
 
     @classmethod
-    def from_config(cls, cfg: StudentConfig, vocab_size: int, num_labels: int, task: str,
+    def from_config(cls, cfg: StudentConfig, vocab_size: int, num_labels: int, task: Task,
                     teacher_hidden_size: int = 768):
         return cls(vocab_size, cfg.embedding_dim, cfg.hidden_size, num_labels, cfg.dropout, cfg.mlp_hidden_size,
-                   teacher_hidden_size, pair=task == "pair", num_layers=cfg.num_layers)
+                   teacher_hidden_size, pair=task.inputs == "pair", num_layers=cfg.num_layers)
 
     def layer_groups(self) -> list[tuple[str, nn.Module]]:
         return [("classifier", self.classifier), ("sentence", self.to_sentence), *self.encoder.layer_groups()]

@@ -11,10 +11,11 @@ from torch import nn
 from transformers import BertConfig, BertModel
 
 from distil.config import StudentConfig
+from distil.tasks import Task
 
 
 class TransformerStudent(nn.Module):
-    TASKS = ("classification", "pair", "tagging")
+    INPUTS = ("text", "pair", "tokens")
 
     def __init__(self, vocab_size: int, layers: int, hidden: int, num_labels: int, dropout: float,
                  per_token: bool, max_positions: int = 512):
@@ -32,8 +33,8 @@ class TransformerStudent(nn.Module):
         self.representation_size = hidden
 
     @classmethod
-    def from_config(cls, cfg: StudentConfig, vocab_size: int, num_labels: int, task: str):
-        return cls(vocab_size, cfg.num_layers, cfg.hidden_size, num_labels, cfg.dropout, task == "tagging")
+    def from_config(cls, cfg: StudentConfig, vocab_size: int, num_labels: int, task: Task):
+        return cls(vocab_size, cfg.num_layers, cfg.hidden_size, num_labels, cfg.dropout, task.per_token)
 
     def layer_groups(self) -> list[tuple[str, nn.Module]]:
         layers = self.bert.encoder.layer

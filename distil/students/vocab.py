@@ -11,6 +11,10 @@ import json
 from collections.abc import Hashable, Iterable, Sequence
 from pathlib import Path
 
+import numpy as np
+
+from distil.data.ragged import Ragged, RaggedPair, Tokens
+
 PAD, UNK = 0, 1
 
 
@@ -22,6 +26,23 @@ class TrimmedVocab:
     @classmethod
     def from_sequences(cls, sequences: Iterable[Sequence[int]]) -> TrimmedVocab:
         return cls(sorted({tid for seq in sequences for tid in seq}))
+
+    @classmethod
+    def from_tokens(cls, parts: Sequence[Tokens]) -> TrimmedVocab:
+        """The teacher ids seen in these token columns (both sentences of a pair read apart)."""
+        arrays = [ragged.values for part in parts
+                  for ragged in ((part.first, part.second) if isinstance(part, RaggedPair) else (part,))]
+        return cls(np.unique(np.concatenate(arrays)).tolist() if arrays else [])
+
+    def map_tokens(self, tokens: Tokens) -> Tokens:
+        """Teacher ids -> student ids for a whole column at once; unseen ids become UNK."""
+        top = max(self.teacher_ids, default=-1) + 1
+        table = np.full(top, UNK, dtype=np.int32)
+        table[np.asarray(self.teacher_ids, dtype=np.int64)] = np.arange(2, len(self.teacher_ids) + 2)
+        return tokens.map_values(table, UNK)
+
+    def map_words(self, sentences: Iterable[Sequence[str]]) -> Ragged:
+        return Ragged.from_lists(self.map(words) for words in sentences)
 
     def __len__(self) -> int:
         return len(self.teacher_ids) + 2

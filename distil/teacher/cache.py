@@ -1,48 +1,71 @@
-"""Cache the fine-tuned teacher's outputs for every split, so students never run it again.
+"""The teacher's outputs for every split, cached in shards so students never run it again.
 
-One safetensors file per split, fp16. Classification and pairs: `logits` [N, C]. Tagging:
-every wordpiece's logits flattened to `logits` [tokens, C] with `offsets` [N + 1] marking
-each sentence. Only when the schedule has a representation loss, `hidden` holds layer
-`teacher.layer`: the [CLS] vector [N, H], or every wordpiece [tokens, H] for tagging
-(a whole transfer set of per-token states runs to gigabytes, so never by default).
+Layout of a targets artifact (outputs/cache/targets/<teacher>-<hash>/):
+
+    manifest.json                 spec, SHA-256 and size of every file, the layout below
+    <split>-<shard:05d>.safetensors   examples [start, end) of the split, in split order
+
+A shard holds fp16 tensors (safetensors, readable by any safetensors tool):
+    logits   [n, C]          one row per example; per-token tasks: [tokens, C] with
+    offsets  [n + 1]         int64, example i is rows offsets[i]:offsets[i + 1]
+    hidden   [n, H]          layer `teacher.layer` at the task's positions, only when a schedule
+                             compares representations: [CLS] per example, or each word's first
+                             wordpiece for tagging ([words, H] with hidden_offsets [n + 1])
+
+The teacher runs over one shard's examples at a time, in length-sorted batches under
+inference mode, so memory stays at one shard whatever the transfer-set size; each shard is
+written to a .partial file and renamed, so a build interrupted anywhere (Ctrl-C, kill -9)
+resumes at its first missing shard and ends byte-identical to an uninterrupted one.
+Training reads rows back with positioned reads (`os.pread`), never the whole file.
 """
 
 from __future__ import annotations
 
+import json
 import logging
+import os
+import struct
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
+import numpy as np
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import save_file
 
 from distil.config import TeacherConfig
-from distil.data.encode import encode, model_labels
+from distil.data.prepared import PreparedSplit
 from distil.data.split import SPLITS, TaskData
 from distil.progress import progress_bar
 from distil.store import Artifact, ArtifactStore
+from distil.tasks import Task
 from distil.teacher.inference import run_teacher
-from distil.teacher.load import load_finetuned
 
 log = logging.getLogger(__name__)
 
+LAYOUT_VERSION = 2
 
-def ensure_targets(
-    cfg: TeacherConfig, teacher: Artifact, data: TaskData, store: ArtifactStore, with_hidden: bool = False
-) -> Artifact:
-    """The teacher's logits for every split, plus layer `cfg.layer` when `with_hidden`."""
-    def spec(layer: int | None) -> dict:
+
+def ensure_targets(cfg: TeacherConfig, teacher: Artifact, task: Task, data: TaskData,
+                   prepared: dict[str, PreparedSplit], store: ArtifactStore, layer: int | None,
+                   load_teacher: Callable[[], tuple]) -> Artifact:
+    """Logits for every split, plus hidden layer `layer` (None: logits only). `load_teacher()`
+    gives (model, tokenizer) and is called only when a shard has to be computed."""
+    def spec(hidden_layer: int | None) -> dict:
         return {"teacher": teacher.key, "data": data.fingerprint(*SPLITS), "max_length": cfg.max_length,
-                "layer": layer, "dtype": "float16"}
+                "layer": hidden_layer, "dtype": "float16", "shard_size": cfg.shard_size, "layout": LAYOUT_VERSION}
 
-    if not with_hidden:
+    if layer is None:
         # Logits are the same bytes in a cache that also holds a hidden layer: reuse it.
         superset = store.find("targets", cfg.name, spec(cfg.layer))
         if superset is not None:
             log.info("reusing cached teacher targets %s (logits only needed)", superset.path)
             return superset
-    layer = cfg.layer if with_hidden else None
+    describe = {"teacher": cfg.name, "dataset": data.name, "task": task.name,
+                "layers": [] if layer is None else [layer], "examples": data.summary()}
     artifact = store.get_or_build(
-        "targets", cfg.name, spec(layer), lambda out: _cache(cfg, teacher.path, data, out, layer)
+        "targets", cfg.name, spec(layer),
+        lambda out: write_targets(out, task, prepared, layer, cfg.shard_size, cfg.eval_batch_size, load_teacher),
+        describe=describe,
     )
     if artifact.reused:
         log.info("reusing cached teacher targets %s; not running the teacher again", artifact.path)
@@ -51,51 +74,213 @@ def ensure_targets(
     return artifact
 
 
-def _cache(cfg: TeacherConfig, teacher_dir: Path, data: TaskData, out: Path, layer: int | None) -> dict:
-    model, tokenizer = load_finetuned(teacher_dir, data.task)
-    num_outputs = len(model_labels(data.task, data.label_names))
-    hidden_size = model.config.hidden_size
-    shapes = {}
+def shard_name(split: str, index: int) -> str:
+    return f"{split}-{index:05d}.safetensors"
+
+
+def write_targets(out: Path, task: Task, prepared: dict[str, PreparedSplit], layer: int | None,
+                  shard_size: int, batch_size: int, load_teacher: Callable[[], tuple]) -> dict:
+    """Write every missing shard into `out` (shards already there are complete: kept)."""
+    layout = {"per_token": task.per_token, "layer": layer, "splits": {}}
+    teacher = None
     with progress_bar() as progress:
         for split in SPLITS:
-            encoded = encode(data.task, tokenizer, data.splits[split], cfg.max_length, len(data.label_names))
-            task = progress.add_task(f"caching teacher outputs: {split}", total=len(encoded), status="")
-            logits, hidden = run_teacher(
-                model, encoded.ids, tokenizer.pad_token_id, cfg.eval_batch_size, layer,
-                progress=lambda n, task=task: progress.advance(task, n),
-            )
-            how = torch.cat if data.task == "tagging" else torch.stack
-            tensors = {"logits": _join(logits, num_outputs, how)}
-            if hidden is not None:
-                tensors["hidden"] = _join(hidden, hidden_size, how)
-            if data.task == "tagging":
-                tensors["offsets"] = torch.tensor([0] + [len(seq) for seq in encoded.ids]).cumsum(0)
-            save_file({k: v.contiguous() for k, v in tensors.items()}, out / f"{split}.safetensors")
-            shapes[split] = {k: list(v.shape) for k, v in tensors.items()}
-    return {"shapes": shapes, "layer": layer}
+            examples = prepared[split]
+            bounds = [(start, min(start + shard_size, len(examples))) for start in range(0, len(examples), shard_size)]
+            layout["splits"][split] = {"examples": len(examples),
+                                       "shards": [{"file": shard_name(split, i), "start": s, "end": e}
+                                                  for i, (s, e) in enumerate(bounds)]}
+            missing = [i for i in range(len(bounds)) if not (out / shard_name(split, i)).is_file()]
+            done = len(examples) - sum(bounds[i][1] - bounds[i][0] for i in missing)
+            bar = progress.add_task(f"caching teacher outputs: {split}", total=len(examples), completed=done,
+                                    status=f"resuming at shard {missing[0]}" if missing and done else "")
+            for index in missing:
+                if teacher is None:
+                    teacher = load_teacher()
+                model, tokenizer = teacher
+                start, end = bounds[index]
+                logits, hidden = run_teacher(model, task, examples, np.arange(start, end), tokenizer.pad_token_id,
+                                             batch_size, layer, progress=lambda n, bar=bar: progress.advance(bar, n))
+                tensors = shard_tensors(logits, hidden, task.per_token)
+                path = out / shard_name(split, index)
+                partial = path.with_suffix(".partial")
+                save_file(tensors, partial)
+                os.replace(partial, path)  # a shard under its final name is complete
+    return layout
 
 
-def _join(rows: list[torch.Tensor], width: int, how) -> torch.Tensor:
-    return how(rows).half() if rows else torch.zeros((0, width), dtype=torch.float16)
+def shard_tensors(logits: list[torch.Tensor], hidden: list[torch.Tensor] | None, per_token: bool) -> dict:
+    tensors = {"logits": _rows(logits, per_token)}
+    if per_token:
+        tensors["offsets"] = _offsets(logits)
+    if hidden is not None:
+        tensors["hidden"] = _rows(hidden, True)  # [positions, H] per example; [CLS] is one: [n, H]
+        if per_token:
+            tensors["hidden_offsets"] = _offsets(hidden)
+    return {k: v.contiguous() for k, v in tensors.items()}
 
 
-def load_targets(artifact: Artifact, split: str) -> dict[str, torch.Tensor]:
-    return load_file(artifact.path / f"{split}.safetensors")
+def _rows(rows: list[torch.Tensor], joined: bool) -> torch.Tensor:
+    return (torch.cat(rows) if joined else torch.stack(rows)).half()
 
 
-def teacher_logits(cached: dict[str, torch.Tensor]) -> torch.Tensor | list[torch.Tensor]:
-    """[N, C] for sequence tasks; a list of per-sentence [len_i, C] for tagging."""
-    return _per_example(cached, "logits")
+def _offsets(rows: list[torch.Tensor]) -> torch.Tensor:
+    return torch.tensor([0] + [len(r) for r in rows], dtype=torch.int64).cumsum(0)
 
 
-def teacher_hidden(cached: dict[str, torch.Tensor]) -> torch.Tensor | list[torch.Tensor] | None:
-    """[N, H] for sequence tasks; a list of per-sentence [len_i, H] for tagging; None if not cached."""
-    return _per_example(cached, "hidden") if "hidden" in cached else None
+# --- reading -----------------------------------------------------------------------------
+
+class Shard:
+    """One safetensors shard read by positioned reads: the header once, then only the rows asked for."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        with path.open("rb") as handle:
+            (header_size,) = struct.unpack("<Q", handle.read(8))
+            header = json.loads(handle.read(header_size))
+        self.data_start = 8 + header_size
+        self.tensors = {name: meta for name, meta in header.items() if name != "__metadata__"}
+        self._fd: int | None = None
+        self._offsets: dict[str, np.ndarray] = {}
+
+    def _read(self, begin: int, size: int) -> bytes:
+        if self._fd is None:
+            self._fd = os.open(self.path, os.O_RDONLY)
+        return os.pread(self._fd, size, self.data_start + begin)
+
+    def whole(self, name: str) -> np.ndarray:
+        meta = self.tensors[name]
+        begin, end = meta["data_offsets"]
+        dtype = {"F16": np.float16, "I64": np.int64}[meta["dtype"]]
+        return np.frombuffer(self._read(begin, end - begin), dtype=dtype).reshape(meta["shape"])
+
+    def rows(self, name: str, local: int, per_token: bool) -> np.ndarray:
+        """Example `local` of this shard: [width] for one row per example, else [len, width]."""
+        meta = self.tensors[name]
+        width = meta["shape"][-1]
+        row_bytes = 2 * width
+        if per_token:
+            offsets_name = "hidden_offsets" if name == "hidden" else "offsets"
+            if offsets_name not in self._offsets:
+                self._offsets[offsets_name] = self.whole(offsets_name)
+            first, last = self._offsets[offsets_name][local], self._offsets[offsets_name][local + 1]
+        else:
+            first, last = local, local + 1
+        data = self._read(meta["data_offsets"][0] + int(first) * row_bytes, int(last - first) * row_bytes)
+        values = np.frombuffer(data, dtype=np.float16).reshape(-1, width)
+        return values if per_token else values[0]
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def __del__(self):
+        self.close()
 
 
-def _per_example(cached: dict[str, torch.Tensor], name: str):
-    values = cached[name].float()
-    if "offsets" not in cached:
-        return values
-    offsets = cached["offsets"].tolist()
-    return [values[start:end] for start, end in zip(offsets[:-1], offsets[1:], strict=True)]
+class SplitTargets:
+    """One split of a targets artifact, opened lazily shard by shard."""
+
+    def __init__(self, directory: Path, layout: dict, split: str):
+        entry = layout["splits"][split]
+        self.size = entry["examples"]
+        self.per_token = layout["per_token"]
+        self.has_hidden = layout["layer"] is not None
+        self._files = [directory / s["file"] for s in entry["shards"]]
+        self._starts = np.asarray([s["start"] for s in entry["shards"]], dtype=np.int64)
+        self._shards: dict[int, Shard] = {}
+
+    def row(self, name: str, row: int) -> np.ndarray:
+        index = int(np.searchsorted(self._starts, row, side="right") - 1)
+        if index not in self._shards:
+            self._shards[index] = Shard(self._files[index])
+        return self._shards[index].rows(name, row - int(self._starts[index]), self.per_token)
+
+
+class MemoryTargets:
+    """Targets held in memory (tests, and the benchmark's in-memory baseline): [N, C] tensors,
+    or per-example lists of [len_i, C] tensors for per-token tasks."""
+
+    def __init__(self, logits, hidden=None):
+        self.per_token = isinstance(logits, list)
+        self.has_hidden = hidden is not None
+        self.size = len(logits)
+        self._tensors = {"logits": logits, "hidden": hidden}
+
+    def row(self, name: str, row: int) -> np.ndarray:
+        return self._tensors[name][row].numpy()
+
+    def rows(self, name: str, rows: np.ndarray) -> torch.Tensor:
+        """Sequence tasks: the rows by one tensor index (no per-row copies)."""
+        return self._tensors[name][torch.from_numpy(rows)].float()
+
+
+class TargetView:
+    """Rows of one or more cached splits in a chosen order: what a student split reads.
+
+    `logits(rows)` / `hidden(rows)` give fp32 tensors: [B, C] (or [B, H]) for sequence tasks,
+    a list of [len_i, C] (or [words_i, H]) for per-token tasks."""
+
+    def __init__(self, parts: Sequence[tuple[SplitTargets | MemoryTargets, np.ndarray]]):
+        self.parts = [(source, np.asarray(rows, dtype=np.int64)) for source, rows in parts]
+        self._bounds = np.cumsum([0] + [len(rows) for _, rows in self.parts])
+        first = self.parts[0][0]
+        self.per_token, self.has_hidden = first.per_token, first.has_hidden
+
+    @classmethod
+    def of(cls, source: SplitTargets | MemoryTargets) -> TargetView:
+        return cls([(source, np.arange(source.size))])
+
+    @classmethod
+    def in_memory(cls, logits, hidden=None) -> TargetView:
+        return cls.of(MemoryTargets(logits, hidden))
+
+    def __len__(self) -> int:
+        return int(self._bounds[-1])
+
+    def _read(self, name: str, rows) -> list[np.ndarray]:
+        rows = np.asarray(rows, dtype=np.int64)
+        part = np.searchsorted(self._bounds, rows, side="right") - 1
+        return [self.parts[p][0].row(name, int(self.parts[p][1][r - self._bounds[p]]))
+                for p, r in zip(part, rows, strict=True)]
+
+    def _tensor(self, name: str, rows):
+        source, local = self.parts[0]
+        if len(self.parts) == 1 and isinstance(source, MemoryTargets) and not self.per_token:
+            return source.rows(name, local[np.asarray(rows, dtype=np.int64)])
+        values = self._read(name, rows)
+        if self.per_token:
+            return [torch.from_numpy(v.astype(np.float32)) for v in values]
+        return torch.from_numpy(np.stack(values).astype(np.float32)) if values else torch.zeros((0, 0))
+
+    def logits(self, rows):
+        return self._tensor("logits", rows)
+
+    def hidden(self, rows):
+        return self._tensor("hidden", rows) if self.has_hidden else None
+
+    def all_logits(self):
+        return self.logits(np.arange(len(self)))
+
+    def select(self, rows) -> TargetView:
+        """These rows, in this order (consecutive rows of one source stay one part)."""
+        rows = np.asarray(rows, dtype=np.int64)
+        part = np.searchsorted(self._bounds, rows, side="right") - 1
+        parts: list[tuple[SplitTargets, list[int]]] = []
+        for p, row in zip(part.tolist(), rows.tolist(), strict=True):
+            source, local = self.parts[p]
+            if not parts or parts[-1][0] is not source:
+                parts.append((source, []))
+            parts[-1][1].append(int(local[row - self._bounds[p]]))
+        return TargetView(parts or [(self.parts[0][0], [])])
+
+    @staticmethod
+    def concat(views: Sequence[TargetView]) -> TargetView:
+        return TargetView([part for view in views for part in view.parts])
+
+
+def open_targets(artifact: Artifact) -> dict[str, TargetView]:
+    """Every split of a targets artifact, read lazily."""
+    layout = artifact.info
+    return {split: TargetView.of(SplitTargets(artifact.path, layout, split)) for split in layout["splits"]}

@@ -1,4 +1,8 @@
-"""Fine-tune the teacher on the labeled split (early stopping on dev), once per content key."""
+"""Fine-tune the teacher on the labeled split (early stopping on dev), once per content key.
+
+Every finished epoch is checkpointed in the build directory, so a fine-tuning killed half-way
+resumes from its last epoch on the next run; the checkpoint is removed once the teacher is saved.
+"""
 
 from __future__ import annotations
 
@@ -10,16 +14,18 @@ import torch
 from transformers import get_linear_schedule_with_warmup
 
 from distil.config import TeacherConfig
-from distil.data.batching import pad, pad_labels, shuffled_batches
-from distil.data.encode import encode, model_labels
+from distil.data.batching import shuffled_batches
+from distil.data.prepared import PreparedSplit
 from distil.data.split import TaskData
-from distil.evaluate import PRIMARY_METRIC, score
 from distil.store import Artifact, ArtifactStore
-from distil.teacher.inference import run_teacher
+from distil.tasks import Task
+from distil.teacher.inference import teacher_split_logits
 from distil.teacher.load import load_pretrained, source_identity
 from distil.train import fit
 
 log = logging.getLogger(__name__)
+
+CHECKPOINT = "finetune-checkpoint.pt"
 
 
 def teacher_spec(cfg: TeacherConfig, data: TaskData, seed: int) -> dict:
@@ -32,48 +38,38 @@ def teacher_spec(cfg: TeacherConfig, data: TaskData, seed: int) -> dict:
     }
 
 
-def ensure_teacher(
-    cfg: TeacherConfig, data: TaskData, store: ArtifactStore, seed: int, hub_offline: bool
-) -> Artifact:
+def ensure_teacher(cfg: TeacherConfig, task: Task, data: TaskData, prepared: dict[str, PreparedSplit],
+                   store: ArtifactStore, seed: int, hub_offline: bool) -> Artifact:
+    describe = {"teacher": cfg.name, "dataset": data.name, "task": task.name,
+                "examples": {"labeled": len(prepared["labeled"]), "dev": len(prepared["dev"])}}
     artifact = store.get_or_build(
         "teachers", cfg.name, teacher_spec(cfg, data, seed),
-        lambda out: _finetune(cfg, data, seed, hub_offline, out),
+        lambda out: _finetune(cfg, task, data, prepared, seed, hub_offline, out), describe=describe,
     )
-    metric = PRIMARY_METRIC[data.task]
     if artifact.reused:
         log.info("reusing fine-tuned teacher %s (dev %s %.4f); not fine-tuning again",
-                 artifact.path, metric, artifact.info["dev_score"])
+                 artifact.path, task.metric, artifact.info["dev_score"])
     else:
         log.info("fine-tuned teacher saved to %s", artifact.path)
     return artifact
 
 
-def _finetune(cfg: TeacherConfig, data: TaskData, seed: int, hub_offline: bool, out: Path) -> dict:
-    names = model_labels(data.task, data.label_names)
-    model, tokenizer = load_pretrained(cfg, data.task, len(names), seed, hub_offline)
-    x_label = len(data.label_names)
+def _finetune(cfg: TeacherConfig, task: Task, data: TaskData, prepared: dict[str, PreparedSplit], seed: int,
+              hub_offline: bool, out: Path) -> dict:
+    model, tokenizer = load_pretrained(cfg, task, data.label_names, seed, hub_offline)
     hp = cfg.finetune
-    train = encode(data.task, tokenizer, data.splits["labeled"], cfg.max_length, x_label)
-    dev = encode(data.task, tokenizer, data.splits["dev"], cfg.max_length, x_label)
-    gold = (train.token_labels if data.task == "tagging"
-            else torch.as_tensor(data.splits["labeled"]["label"][:]))
+    train, dev = prepared["labeled"], prepared["dev"]
     pad_id = tokenizer.pad_token_id
     rng = np.random.default_rng(seed)
-    metric = PRIMARY_METRIC[data.task]
 
-    def loss_fn(rows: np.ndarray) -> torch.Tensor:
-        ids, mask = pad([train.ids[i] for i in rows], pad_id)
+    def loss_fn(rows: np.ndarray):
+        ids, mask = train.ids.pad(rows, pad_id)
         logits = model(input_ids=ids, attention_mask=mask).logits
-        if data.task == "tagging":
-            labels = pad_labels([gold[i] for i in rows], ids.shape[1])
-            return torch.nn.functional.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=-100)
-        return torch.nn.functional.cross_entropy(logits, gold[rows])
+        return task.teacher_loss(logits, task.batch_labels(train, rows, ids.shape[1]))
 
     def dev_score() -> float:
-        logits, _ = run_teacher(model, dev.ids, pad_id, cfg.eval_batch_size)
-        if data.task != "tagging":
-            logits = torch.stack(logits)
-        return score(data.task, logits, data.splits["dev"], dev, data.label_names)[metric]
+        logits = teacher_split_logits(model, task, dev, pad_id, cfg.eval_batch_size)
+        return task.score(logits, dev, data.label_names)[task.metric]
 
     steps = hp.epochs * -(-len(train) // hp.batch_size)
     optimizer = torch.optim.AdamW(model.parameters(), lr=hp.lr, weight_decay=hp.weight_decay)
@@ -83,13 +79,14 @@ def _finetune(cfg: TeacherConfig, data: TaskData, seed: int, hub_offline: bool, 
         lambda epoch: shuffled_batches(len(train), hp.batch_size, rng),
         loss_fn, dev_score,
         epochs=hp.epochs, patience=hp.patience, grad_clip=1.0, scheduler=scheduler,
-        description=f"fine-tuning teacher {cfg.name}",
+        description=f"fine-tuning teacher {cfg.name}", checkpoint=out / CHECKPOINT, rng=rng,
     )
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
+    (out / CHECKPOINT).unlink()
     return {
         "dev_score": result.best_dev,
-        "metric": metric,
+        "metric": task.metric,
         "best_epoch": result.best_epoch,
         "epochs_run": result.epochs_run,
         "seconds": round(result.seconds, 1),

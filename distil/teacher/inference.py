@@ -1,29 +1,40 @@
-"""Run a (fine-tuned) teacher over token ids: logits and one hidden layer, batched by length."""
+"""Run a (fine-tuned) teacher over prepared examples: logits and one hidden layer, batched by length."""
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
-from distil.data.batching import length_sorted_batches, pad
+from distil.data.batching import length_sorted_batches
+from distil.data.prepared import PreparedSplit
+from distil.tasks import Task
 
 
 @torch.inference_mode()
-def run_teacher(model, id_lists, pad_id: int, batch_size: int, layer: int | None = None, progress=None):
-    """Per example, in input order: logits ([C], or [len, C] for a token head) and, if `layer`
-    is given, that hidden layer ([CLS] vector [H], or every token [len, H] for a token head)."""
+def run_teacher(model, task: Task, split: PreparedSplit, rows: np.ndarray, pad_id: int, batch_size: int,
+                layer: int | None = None, progress=None) -> tuple[list[torch.Tensor], list[torch.Tensor] | None]:
+    """For each of `rows`, in that order: fp32 logits ([C], or [len, C] per wordpiece) and, when
+    `layer` is given, that layer at the task's hidden positions ([positions, H])."""
     model.eval()
-    per_token = type(model).__name__.endswith("ForTokenClassification")
-    logits: list[torch.Tensor | None] = [None] * len(id_lists)
-    hidden: list[torch.Tensor | None] = [None] * len(id_lists)
-    for rows in length_sorted_batches([len(s) for s in id_lists], batch_size):
-        ids, mask = pad([id_lists[i] for i in rows], pad_id)
+    lengths = split.ids.lengths()[rows]
+    logits: list[torch.Tensor | None] = [None] * len(rows)
+    hidden: list[torch.Tensor | None] = [None] * len(rows)
+    for batch in length_sorted_batches(lengths, batch_size):
+        ids, mask = split.ids.pad(rows[batch], pad_id)
         out = model(input_ids=ids, attention_mask=mask, output_hidden_states=layer is not None)
         states = out.hidden_states[layer] if layer is not None else None
-        for k, row in enumerate(rows):
-            length = len(id_lists[row])
-            logits[row] = out.logits[k, :length].float() if per_token else out.logits[k].float()
+        for k, local in enumerate(batch):
+            length = int(lengths[local])
+            logits[local] = out.logits[k, :length].float() if task.per_token else out.logits[k].float()
             if states is not None:
-                hidden[row] = states[k, :length].float() if per_token else states[k, 0].float()
+                positions = torch.from_numpy(task.hidden_positions(split, int(rows[local])))
+                hidden[local] = states[k, positions].float()
         if progress is not None:
-            progress(len(rows))
+            progress(len(batch))
     return logits, (hidden if layer is not None else None)
+
+
+def teacher_split_logits(model, task: Task, split: PreparedSplit, pad_id: int, batch_size: int):
+    """Logits for a whole split: [N, C], or a list of [len_i, C] for a per-token task."""
+    logits, _ = run_teacher(model, task, split, np.arange(len(split)), pad_id, batch_size)
+    return logits if task.per_token else torch.stack(logits) if logits else torch.zeros((0, 0))

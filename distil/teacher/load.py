@@ -9,19 +9,11 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from transformers import (
-    AutoConfig,
-    AutoModelForSequenceClassification,
-    AutoModelForTokenClassification,
-    AutoTokenizer,
-    BertConfig,
-    BertForSequenceClassification,
-    BertForTokenClassification,
-    BertTokenizer,
-)
+from transformers import AutoConfig, AutoTokenizer, BertConfig, BertTokenizer
 
 from distil.config import TeacherConfig
 from distil.errors import DistilError
+from distil.tasks import Task
 
 # A character-level wordpiece vocabulary: any lower-cased text encodes without a hub.
 _CHARS = list("abcdefghijklmnopqrstuvwxyz0123456789.,;:!?'\"-()&$%/")
@@ -62,11 +54,6 @@ def resolve_source(cfg: TeacherConfig) -> str:
     return cfg.name_or_path
 
 
-def auto_model_class(task: str):
-    """Sequence heads for classification and pairs, a token head for tagging."""
-    return AutoModelForTokenClassification if task == "tagging" else AutoModelForSequenceClassification
-
-
 def hidden_size(cfg: TeacherConfig) -> int | None:
     """The teacher's hidden size from its config alone (None when it cannot be read yet)."""
     return _architecture(cfg, "hidden_size")
@@ -95,18 +82,34 @@ def check_layer(cfg: TeacherConfig) -> None:
                           f"use 1..{layers} (0 = embeddings, -1 = last)")
 
 
-def load_pretrained(cfg: TeacherConfig, task: str, num_labels: int, seed: int, hub_offline: bool):
-    """(model with a fresh task head, tokenizer) before fine-tuning."""
-    torch.manual_seed(seed)
+def load_tokenizer(cfg: TeacherConfig, hub_offline: bool):
+    """The teacher's tokenizer, before any fine-tuning: data is tokenised once with it."""
     if cfg.name_or_path == "random":
-        return _random_bert(cfg, task, num_labels)
+        return BertTokenizer(vocab={word: i for i, word in enumerate(TINY_VOCAB)})
+    return _from_source(cfg, hub_offline, lambda source, local_only: AutoTokenizer.from_pretrained(
+        source, local_files_only=local_only))
+
+
+def load_pretrained(cfg: TeacherConfig, task: Task, label_names: list[str], seed: int, hub_offline: bool):
+    """(model with a fresh head for `task`, tokenizer) before fine-tuning."""
+    torch.manual_seed(seed)
+    tokenizer = load_tokenizer(cfg, hub_offline)
+    head = task.teacher_head(label_names)
+    if cfg.name_or_path == "random":
+        if cfg.random_init is None:
+            raise DistilError(f"teacher '{cfg.name}': name_or_path=random needs a random_init block")
+        config = BertConfig(vocab_size=len(TINY_VOCAB), **head, **cfg.random_init)
+        return task.teacher_class.from_config(config), tokenizer
+    model = _from_source(cfg, hub_offline, lambda source, local_only: task.teacher_class.from_pretrained(
+        source, local_files_only=local_only, **head))
+    return model, tokenizer
+
+
+def _from_source(cfg: TeacherConfig, hub_offline: bool, load):
     source = resolve_source(cfg)
     local_only = hub_offline and not Path(source).is_dir()
     try:
-        tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=local_only)
-        model = auto_model_class(task).from_pretrained(
-            source, num_labels=num_labels, local_files_only=local_only
-        )
+        return load(source, local_only)
     except OSError as error:
         if local_only:
             raise DistilError(
@@ -115,20 +118,10 @@ def load_pretrained(cfg: TeacherConfig, task: str, num_labels: int, seed: int, h
                 f"weights and tokenizer files), or hub_offline=false where a hub is reachable"
             ) from error
         raise DistilError(f"teacher '{cfg.name}': cannot load {source}: {error}") from error
-    return model, tokenizer
 
 
-def load_finetuned(path: Path, task: str):
+def load_finetuned(path: Path, task: Task):
     """(model, tokenizer) from a fine-tuned teacher artifact directory."""
-    model = auto_model_class(task).from_pretrained(path, local_files_only=True)
+    model = task.teacher_class.from_pretrained(path, local_files_only=True)
     tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
     return model.eval(), tokenizer
-
-
-def _random_bert(cfg: TeacherConfig, task: str, num_labels: int):
-    if cfg.random_init is None:
-        raise DistilError(f"teacher '{cfg.name}': name_or_path=random needs a random_init block")
-    tokenizer = BertTokenizer(vocab={word: i for i, word in enumerate(TINY_VOCAB)})
-    config = BertConfig(vocab_size=len(TINY_VOCAB), num_labels=num_labels, **cfg.random_init)
-    model_class = BertForTokenClassification if task == "tagging" else BertForSequenceClassification
-    return model_class(config), tokenizer

@@ -1,0 +1,27 @@
+"""Tasks: one module each. `make_task(dataset_cfg)` gives the task a dataset names."""
+
+from __future__ import annotations
+
+from distil.errors import DistilError
+from distil.tasks.base import NO_LABEL, Task
+from distil.tasks.classification import ClassificationTask
+from distil.tasks.pair import PairTask
+from distil.tasks.regression import RegressionTask
+from distil.tasks.tagging import TaggingTask
+
+TASKS = {"classification": ClassificationTask, "pair": PairTask, "tagging": TaggingTask,
+         "regression": RegressionTask}
+
+
+def get_task(name: str, pair: bool = False) -> Task:
+    """The task called `name`; `pair` says whether a regression task reads two texts."""
+    if name not in TASKS:
+        raise DistilError(f"unknown task '{name}'; use one of: {', '.join(TASKS)}")
+    return RegressionTask(pair) if name == "regression" else TASKS[name]()
+
+
+def make_task(dataset_cfg) -> Task:
+    return get_task(dataset_cfg.task, pair=bool(dataset_cfg.text_pair_column))
+
+
+__all__ = ["NO_LABEL", "TASKS", "Task", "get_task", "make_task"]

@@ -1,0 +1,114 @@
+"""What every task owns: labels, encoding, the teacher's head, losses, cache layout, scores, decoding.
+
+A task is one module in this package plus a `task:` line in a dataset YAML. The rest of the
+runner asks the task instead of testing its name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import datasets
+import numpy as np
+import torch
+from transformers import AutoModelForSequenceClassification
+
+from distil.data.prepared import PreparedSplit
+from distil.errors import DistilError
+from distil.losses import cross_entropy
+
+NO_LABEL = -1  # a transfer-set example (or token) has no gold label
+Logits = torch.Tensor | list[torch.Tensor]  # [N, C], or per example [len_i, C] for tagging
+
+
+class Task:
+    name: str = ""
+    inputs: str = "text"  # what the models read: "text", "pair" (two texts) or "tokens" (pre-split words)
+    metric: str = "accuracy"  # primary metric: higher is better, selects models on dev
+    label_column: str = "label"  # canonical column of gold labels
+    per_token: bool = False  # one output per wordpiece (tagging) instead of one per example
+    has_classes: bool = True  # one class per example: labeled sets can be drawn N per class
+    # losses that cannot apply to this task's outputs (see losses.py), with the reason
+    excluded_losses: dict[str, str] = {}
+    supervised_loss = staticmethod(cross_entropy)  # what the `ce` loss of a schedule means here
+    teacher_class = AutoModelForSequenceClassification
+
+    # --- labels ---------------------------------------------------------------------------
+    def label_names(self, train: datasets.Dataset, configured: Sequence[str] | None) -> list[str]:
+        return list(configured) if configured else sorted(set(train[self.label_column][:]))
+
+    def encode_labels(self, ds: datasets.Dataset, names: list[str], where: str) -> datasets.Dataset:
+        """String labels -> ids; a label outside `names` is an error naming the fix."""
+        index = {name: i for i, name in enumerate(names)}
+        unknown = sorted(set(ds[self.label_column][:]) - set(index))
+        if unknown:
+            raise DistilError(f"{where} has labels {unknown[:5]} outside the label set {names}; "
+                              f"fix the data or list every label in dataset.labels")
+        features = ds.features.copy()
+        features[self.label_column] = datasets.Value("int64")
+        return ds.map(lambda row: {self.label_column: index[row[self.label_column]]}, features=features)
+
+    def drop_labels(self, ds: datasets.Dataset) -> datasets.Dataset:
+        return ds.map(lambda _: {self.label_column: NO_LABEL})
+
+    def output_names(self, names: list[str]) -> list[str]:
+        """What the model predicts, one name per output unit."""
+        return list(names)
+
+    def num_outputs(self, names: list[str]) -> int:
+        return len(self.output_names(names))
+
+    def strata(self) -> str:
+        """The column that stratifies carved dev/test splits."""
+        return "label"
+
+    def has_gold(self, labels: torch.Tensor) -> torch.Tensor:
+        return labels >= 0
+
+    def batch_labels(self, split: PreparedSplit, rows, width: int) -> torch.Tensor:
+        """Gold labels of these rows as a model batch of `width` positions sees them."""
+        return split.labels[torch.as_tensor(rows, dtype=torch.long)]
+
+    def check_losses(self, losses: Sequence[str], where: str) -> None:
+        for loss in losses:
+            if loss in self.excluded_losses:
+                raise DistilError(f"{where}: loss '{loss}' cannot train a {self.name} task "
+                                  f"({self.excluded_losses[loss]}); choose a schedule without it")
+
+    # --- encoding -------------------------------------------------------------------------
+    def prepare(self, name: str, tokenizer, ds: datasets.Dataset, max_length: int,
+                names: list[str]) -> PreparedSplit:
+        raise NotImplementedError
+
+    def encode_text(self, tokenizer, text: str, max_length: int, apart: bool):
+        """One user text for `distil-predict`: (teacher ids, or a pair of them; context for decode)."""
+        raise NotImplementedError
+
+    # --- the teacher ----------------------------------------------------------------------
+    def teacher_head(self, names: list[str]) -> dict:
+        """Keyword arguments that give a pre-trained model this task's head."""
+        return {"num_labels": self.num_outputs(names)}
+
+    def teacher_loss(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.cross_entropy(logits, labels)
+
+    # --- cache layout ---------------------------------------------------------------------
+    def hidden_positions(self, split: PreparedSplit, row: int) -> np.ndarray:
+        """Positions of the teacher's hidden layer a student is compared with: [CLS] here."""
+        return np.zeros(1, dtype=np.int64)
+
+    # --- scores and decoding --------------------------------------------------------------
+    def score(self, logits: Logits, split: PreparedSplit, names: list[str]) -> dict:
+        raise NotImplementedError
+
+    def baseline(self, dev: PreparedSplit, test: PreparedSplit) -> dict | None:
+        """A trivial predictor's test score, for the report (None: no meaningful one)."""
+        return None
+
+    def diagnostics(self, logit_chunks) -> dict:
+        """Facts about the teacher's predictions on a split, from its logits chunk by chunk
+        (no gold labels needed, so the transfer set has them too)."""
+        return {}
+
+    def decode(self, logits: torch.Tensor, context, names: list[str]) -> str:
+        raise NotImplementedError

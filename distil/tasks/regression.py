@@ -1,0 +1,81 @@
+"""Regression on a score (STS-B-style 0-5 similarity) of one text or a pair: Pearson and Spearman.
+
+The model has one output; `ce` in a schedule means squared error on the gold score here, and
+the losses that need class probabilities (hard, soft_ce, kl) are refused.
+"""
+
+from __future__ import annotations
+
+import math
+
+import datasets
+import pandas as pd
+import torch
+
+from distil.data.prepared import PreparedSplit
+from distil.errors import DistilError
+from distil.losses import squared_error
+from distil.tasks.base import Task
+from distil.tasks.text import encode_user_text, prepare_texts
+
+NO_SCORE = math.nan  # a transfer-set example has no gold score
+
+
+class RegressionTask(Task):
+    name = "regression"
+    metric = "pearson"
+    has_classes = False
+    excluded_losses = {loss: "a score has no class probabilities" for loss in ("hard", "soft_ce", "kl")}
+    supervised_loss = staticmethod(squared_error)
+
+    def __init__(self, pair: bool = False):
+        self.inputs = "pair" if pair else "text"
+
+    def label_names(self, train, configured) -> list[str]:
+        return []  # a score, not classes
+
+    def encode_labels(self, ds: datasets.Dataset, names: list[str], where: str) -> datasets.Dataset:
+        def to_float(row):
+            value = row[self.label_column]
+            try:
+                return {self.label_column: float(value)}
+            except (TypeError, ValueError):
+                raise DistilError(f"{where}: score {value!r} is not a number; a regression dataset needs a "
+                                  f"numeric dataset.label_column") from None
+        features = ds.features.copy()
+        features[self.label_column] = datasets.Value("float64")
+        return ds.map(to_float, features=features)
+
+    def drop_labels(self, ds: datasets.Dataset) -> datasets.Dataset:
+        return ds.map(lambda _: {self.label_column: NO_SCORE})
+
+    def output_names(self, names: list[str]) -> list[str]:
+        return ["score"]
+
+    def strata(self) -> str:
+        return "language"  # scores have no classes: carve dev/test at random (per language)
+
+    def has_gold(self, labels: torch.Tensor) -> torch.Tensor:
+        return ~torch.isnan(labels)
+
+    def prepare(self, name, tokenizer, ds, max_length, names) -> PreparedSplit:
+        labels = torch.as_tensor(ds[self.label_column][:], dtype=torch.float32)
+        return prepare_texts(name, tokenizer, ds, max_length, self.inputs == "pair", labels)
+
+    def encode_text(self, tokenizer, text, max_length, apart):
+        return encode_user_text(tokenizer, text, max_length, self.inputs == "pair", apart)
+
+    def teacher_head(self, names: list[str]) -> dict:
+        return {"num_labels": 1, "problem_type": "regression"}
+
+    def teacher_loss(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        return squared_error(logits, labels)
+
+    def score(self, logits, split: PreparedSplit, names: list[str]) -> dict:
+        predicted = pd.Series(logits[:, 0].double().numpy())
+        gold = pd.Series(split.labels.double().numpy())
+        return {"pearson": float(predicted.corr(gold, method="pearson")),
+                "spearman": float(predicted.corr(gold, method="spearman"))}
+
+    def decode(self, logits: torch.Tensor, context, names: list[str]) -> str:
+        return f"{float(logits[0]):.3f}"

@@ -1,0 +1,141 @@
+"""IOB2 tagging (NER), XtremeDistil style, over the teacher's wordpieces.
+
+[CLS] w1 ##w1 w2 [SEP]: a word's first wordpiece carries its tag, continuations carry 'X'
+(never scored), special tokens carry IGNORE (no loss, no metric). Scores are seqeval span F1
+per language, with the mean and standard deviation over languages.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import datasets
+import numpy as np
+import torch
+from seqeval.metrics import f1_score
+from transformers import AutoModelForTokenClassification
+
+from distil.data.batching import pad_labels
+from distil.data.prepared import PreparedSplit
+from distil.data.ragged import Ragged
+from distil.errors import DistilError
+from distil.tasks.base import NO_LABEL, Task
+
+IGNORE = -100  # special tokens: never trained on, never scored
+X_TAG = "X"
+
+
+class TaggingTask(Task):
+    name = "tagging"
+    inputs = "tokens"
+    metric = "f1"
+    label_column = "tags"
+    per_token = True
+    has_classes = False
+    teacher_class = AutoModelForTokenClassification
+
+    def label_names(self, train, configured) -> list[str]:
+        return list(configured) if configured else sorted({t for tags in train["tags"][:] for t in tags})
+
+    def encode_labels(self, ds: datasets.Dataset, names: list[str], where: str) -> datasets.Dataset:
+        index = {name: i for i, name in enumerate(names)}
+        unknown = sorted({t for tags in ds["tags"][:] for t in tags} - set(index))
+        if unknown:
+            raise DistilError(f"{where} has tags {unknown[:5]} outside the tag set {names}; "
+                              f"fix the data or list every tag in dataset.labels")
+        features = ds.features.copy()
+        features["tags"] = datasets.Sequence(datasets.Value("int64"))
+        return ds.map(lambda row: {"tags": [index[t] for t in row["tags"]]}, features=features)
+
+    def drop_labels(self, ds: datasets.Dataset) -> datasets.Dataset:
+        return ds.map(lambda row: {"tags": [NO_LABEL] * len(row["tags"])})
+
+    def output_names(self, names: list[str]) -> list[str]:
+        return [*names, X_TAG]
+
+    def strata(self) -> str:
+        return "language"
+
+    def has_gold(self, labels: torch.Tensor) -> torch.Tensor:
+        return labels >= 0
+
+    def batch_labels(self, split: PreparedSplit, rows, width: int) -> torch.Tensor:
+        """[B, width] wordpiece labels, IGNORE at padding."""
+        return pad_labels([split.labels[i] for i in rows], width, fill=IGNORE)
+
+    def prepare(self, name, tokenizer, ds, max_length, names) -> PreparedSplit:
+        x_label = len(names)
+        if len(ds) == 0:
+            empty = Ragged.from_lists([])
+            return PreparedSplit(name, ds, empty, empty, word_starts=empty)
+
+        def tokenize(batch):
+            enc = tokenizer(batch["tokens"], is_split_into_words=True, truncation=True, max_length=max_length)
+            labels, starts = [], []
+            for i, tags in enumerate(batch["tags"]):
+                row_labels, row_starts = align(enc.word_ids(i), tags, x_label)
+                labels.append(row_labels)
+                starts.append(row_starts)
+            return {"input_ids": enc["input_ids"], "token_labels": labels, "word_starts": starts}
+
+        encoded = ds.map(tokenize, batched=True, batch_size=1000, remove_columns=ds.column_names)
+        return PreparedSplit(name, ds, Ragged.from_lists(encoded["input_ids"]),
+                             Ragged.from_lists(encoded["token_labels"]),
+                             word_starts=Ragged.from_lists(encoded["word_starts"]))
+
+    def encode_text(self, tokenizer, text, max_length, apart):
+        words = text.split()
+        enc = tokenizer(words, is_split_into_words=True, truncation=True, max_length=max_length)
+        return enc["input_ids"], (words, enc.word_ids())
+
+    def teacher_loss(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=IGNORE)
+
+    def hidden_positions(self, split: PreparedSplit, row: int) -> np.ndarray:
+        """Each word's first wordpiece: the only positions the representation losses compare."""
+        starts = split.word_starts[row]
+        return starts[starts >= 0].astype(np.int64)
+
+    def score(self, logits, split: PreparedSplit, names: list[str]) -> dict:
+        gold_by_language, predicted_by_language = defaultdict(list), defaultdict(list)
+        for row, (tags, language) in enumerate(zip(split.examples["tags"][:], split.languages, strict=True)):
+            best = logits[row].argmax(dim=-1).tolist()
+            predicted = []
+            for position in split.word_starts[row]:
+                label = best[position] if position >= 0 else None  # truncated words count as 'O'
+                predicted.append(names[label] if label is not None and label < len(names) else "O")
+            gold_by_language[language].append([names[t] for t in tags])
+            predicted_by_language[language].append(predicted)
+        per_language = {lang: float(f1_score(gold_by_language[lang], predicted_by_language[lang]))
+                        for lang in sorted(gold_by_language)}
+        scores = list(per_language.values())
+        result = {"f1": float(np.mean(scores)), "f1_std": float(np.std(scores))}
+        if len(per_language) > 1:
+            result["per_language"] = per_language
+        return result
+
+    def decode(self, logits: torch.Tensor, context, names: list[str]) -> str:
+        words, word_ids = context
+        best = logits.argmax(-1).tolist()
+        tags, seen = [], set()
+        for position, word in enumerate(word_ids):
+            if word is not None and word not in seen:
+                seen.add(word)
+                label = names[best[position]]
+                tags.append(f"{words[word]}/{'O' if label == X_TAG else label}")
+        return " ".join(tags)
+
+
+def align(word_ids: list[int | None], tags: list[int], x_label: int) -> tuple[list[int], list[int]]:
+    """Per wordpiece labels and per word first-piece positions for one tokenised sentence."""
+    labels, starts, previous = [], [-1] * len(tags), None
+    for position, word in enumerate(word_ids):
+        if word is None:
+            labels.append(IGNORE)
+        elif word != previous:
+            labels.append(tags[word])
+            starts[word] = position
+        else:  # a continuation: 'X' where the sentence is labeled
+            labels.append(x_label if tags[word] != NO_LABEL else NO_LABEL)
+        previous = word
+    return labels, starts

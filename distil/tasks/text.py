@@ -1,0 +1,43 @@
+"""Encoding shared by the tasks that read whole texts: one text, or a pair of texts.
+
+classification: [CLS] text [SEP]
+pair:           [CLS] text [SEP] text_pair [SEP], and each text alone for siamese students
+"""
+
+from __future__ import annotations
+
+import datasets
+import torch
+
+from distil.data.prepared import PreparedSplit
+from distil.data.ragged import Ragged, RaggedPair
+
+PAIR_SEPARATOR = "|||"  # how a user writes a pair for distil-predict
+
+
+def prepare_texts(name: str, tokenizer, ds: datasets.Dataset, max_length: int, pair: bool,
+                  labels: torch.Tensor) -> PreparedSplit:
+    if len(ds) == 0:
+        empty = Ragged.from_lists([])
+        return PreparedSplit(name, ds, empty, labels, RaggedPair(empty, empty) if pair else None)
+
+    def tokenize(batch):
+        second = batch["text_pair"] if pair else None
+        out = {"input_ids": tokenizer(batch["text"], second, truncation=True, max_length=max_length)["input_ids"]}
+        if pair:
+            out["ids_a"] = tokenizer(batch["text"], truncation=True, max_length=max_length)["input_ids"]
+            out["ids_b"] = tokenizer(batch["text_pair"], truncation=True, max_length=max_length)["input_ids"]
+        return out
+
+    encoded = ds.map(tokenize, batched=True, batch_size=1000, remove_columns=ds.column_names)
+    apart = RaggedPair(Ragged.from_lists(encoded["ids_a"]), Ragged.from_lists(encoded["ids_b"])) if pair else None
+    return PreparedSplit(name, ds, Ragged.from_lists(encoded["input_ids"]), labels, apart)
+
+
+def encode_user_text(tokenizer, text: str, max_length: int, pair: bool, apart: bool):
+    """A text typed by a user ('first ||| second' for a pair), encoded as the student reads it."""
+    first, _, second = (part.strip() for part in text.partition(PAIR_SEPARATOR))
+    if pair and apart:
+        return tuple(tokenizer(part, truncation=True, max_length=max_length)["input_ids"]
+                     for part in (first, second)), None
+    return tokenizer(first, second if pair else None, truncation=True, max_length=max_length)["input_ids"], None
