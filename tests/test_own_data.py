@@ -69,6 +69,12 @@ def test_missing_config_directory_is_named(tmp_path):
         f"config directory {tmp_path}/nope (from -cd) does not exist")
 
 
+def test_package_entries_on_the_search_path(tmp_path):
+    assert check_overrides(["hydra.searchpath=[pkg://distil.conf]", "dataset=toy"], CONF_DIR) is None
+    assert check_overrides(["hydra.searchpath=[pkg://nope.conf]", "dataset=toy"], CONF_DIR) == (
+        "config directory pkg://nope.conf (from hydra.searchpath) does not exist")
+
+
 def test_experiment_presets_are_checked_including_the_users(tmp_path):
     assert check_overrides(["+experiment=sst2-low"], CONF_DIR) is None
     assert check_overrides(["+experiment=sst2-lo"], CONF_DIR) == (
