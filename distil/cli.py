@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -24,13 +25,17 @@ _failed_runs: list[str] = []
 def _run(cfg: DictConfig) -> float | None:
     from distil import pipeline  # heavy imports (torch, transformers) only when running
     from distil.display import print_run
+    from distil.overrides import replace_files_map
 
     hydra_cfg = HydraConfig.get()
     run_dir = Path(hydra_cfg.runtime.output_dir)
+    overrides = list(hydra_cfg.overrides.task)
+    replace_files_map(cfg, overrides)
     choices = {group: hydra_cfg.runtime.choices.get(group)
                for group in ("teacher", "student", "schedule", "dataset", "transfer_size")}
+    # The user's name, not the borrowed option (`dataset=mrpc dataset.name=rte` is rte).
+    choices["dataset"] = cfg.dataset.name
     choices["seed"] = cfg.seed
-    overrides = list(hydra_cfg.overrides.task)
     try:
         metrics = pipeline.run(cfg, run_dir, choices, overrides)
     except DistilError as error:
@@ -62,7 +67,7 @@ def predict_arguments(args: list[str]) -> list[str]:
 
 
 def main() -> None:
-    from distil.overrides import check_overrides
+    from distil.overrides import CONFIG_DIR_ENV, check_overrides, with_config_dir_env
 
     if sys.argv[1:2] == ["predict"]:
         from distil.predict import main as predict
@@ -71,10 +76,12 @@ def main() -> None:
         return
 
     _failed_runs.clear()  # one invocation's sweep failures only
-    problem = check_overrides(sys.argv[1:], CONF_DIR)
+    args = with_config_dir_env(sys.argv[1:], os.environ.get(CONFIG_DIR_ENV))
+    problem = check_overrides(args, CONF_DIR)
     if problem:
         print(f"distil: error: {problem}", file=sys.stderr)
         sys.exit(2)
+    sys.argv[1:] = args  # Hydra reads sys.argv: DISTIL_CONFIG_DIR is now a hydra.searchpath entry
     _run()
     if _failed_runs:
         print(f"distil: error: {len(_failed_runs)} sweep cell(s) failed (status in their metrics.json): "

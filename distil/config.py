@@ -133,11 +133,15 @@ class HubConfig:
 class DatasetConfig:
     name: str = MISSING
     description: str = ""
-    # "classification" (one text), "pair" (two texts, kept apart), "tagging" (IOB2 tokens)
+    # "classification" (one text), "pair" (two texts, kept apart), "tagging" (IOB2 tokens),
+    # "regression" (a number per text or pair, e.g. STS-B's 0-5 similarity)
     task: str = "classification"
     # "folders" (one sub-directory of .txt files per class), "tsv", "csv", "jsonl",
     # "parquet", "conll" (token ... TAG per line, blank line between sentences)
     format: str = "tsv"
+    # tsv/csv: false when the first line is data (GLUE's CoLA); columns are then named by
+    # their index from 0, e.g. text_column: 3, label_column: 1
+    header: bool = True
     # Local directory, searched first. "pkg:<module>/<sub/dir>" points inside an installed
     # package; a relative path is resolved against paths.data_dir.
     path: str | None = None

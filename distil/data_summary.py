@@ -7,6 +7,7 @@ XtremeDistil Table 1 (labels, train, test, unlabeled) with one row per language.
 
 from __future__ import annotations
 
+import os
 import sys
 from collections import Counter
 
@@ -18,9 +19,17 @@ from rich.table import Table
 from distil.cli import CONF_DIR
 from distil.data.split import SPLITS, TaskData
 from distil.errors import DistilError
-from distil.overrides import check_overrides, group_options
+from distil.overrides import (
+    CONFIG_DIR_ENV,
+    check_overrides,
+    config_dirs,
+    group_options,
+    replace_files_map,
+    with_config_dir_env,
+)
 
-USAGE = "usage: distil-data <dataset> [key=value ...]   (datasets: {})"
+USAGE = ("usage: distil-data <dataset> [key=value ...]   (datasets: {}; your own: "
+         "hydra.searchpath=[file://DIR] or DISTIL_CONFIG_DIR=DIR)")
 
 
 def average_words(data: TaskData, split: str) -> float:
@@ -84,17 +93,18 @@ def main(argv: list[str] | None = None) -> None:
     from distil.pipeline import quiet_libraries
 
     args = sys.argv[1:] if argv is None else argv
-    datasets_available = ", ".join(group_options(CONF_DIR, "dataset"))
     if not args or args[0].startswith("-"):
-        print(USAGE.format(datasets_available), file=sys.stderr)
+        dirs, _ = config_dirs(with_config_dir_env([], os.environ.get(CONFIG_DIR_ENV)), CONF_DIR)
+        print(USAGE.format(", ".join(group_options(dirs, "dataset"))), file=sys.stderr)
         sys.exit(0 if args and args[0] in ("-h", "--help") else 2)
-    overrides = [f"dataset={args[0]}", *args[1:]]
+    overrides = with_config_dir_env([f"dataset={args[0]}", *args[1:]], os.environ.get(CONFIG_DIR_ENV))
     problem = check_overrides(overrides, CONF_DIR)
     if problem:
         print(f"distil-data: error: {problem}", file=sys.stderr)
         sys.exit(2)
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         cfg = compose(config_name="config", overrides=overrides)
+    replace_files_map(cfg, overrides)
     quiet_libraries()
     try:
         data = build_task_data(cfg.dataset, cfg.transfer_size, cfg.paths.data_dir, cfg.seed, cfg.hub_offline)

@@ -2,8 +2,9 @@
 
 Canonical columns by task:
   classification: text, label          pair: text, text_pair, label
-  tagging: tokens, tags                every task: language ("" when the dataset has none)
-Labels and tags are strings here; split.py maps them to ids.
+  tagging: tokens, tags                regression: text, [text_pair,] label
+  every task: language ("" when the dataset has none)
+Labels and tags are strings here (split.py maps them to ids); regression labels are float64.
 """
 
 from __future__ import annotations
@@ -19,11 +20,14 @@ from distil.config import DatasetConfig
 from distil.data.conll import read_conll
 from distil.errors import DistilError
 
-TASKS = ("classification", "pair", "tagging")
+TASKS = ("classification", "pair", "tagging", "regression")
 TABULAR_BUILDERS = {"tsv": ("csv", {"delimiter": "\t"}), "csv": ("csv", {}), "jsonl": ("json", {}),
                     "parquet": ("parquet", {})}
 FORMATS = ("folders", "conll", *TABULAR_BUILDERS)
 HTML_TAG = re.compile(r"<[^>]+>")
+# More distinct numeric labels than this are scores, not class ids (STS-B has ~140; CLINC's
+# 150 intents coded as numbers pass when listed in dataset.labels).
+MAX_NUMERIC_CLASSES = 100
 
 
 def resolve_data_path(path: str, data_dir: str) -> Path:
@@ -58,6 +62,7 @@ def load_raw_splits(
         )
     if "train" not in splits:
         raise DistilError(f"dataset '{cfg.name}': no 'train' split; add dataset.files.train")
+    _check_labels_are_classes(cfg, splits["train"])
     for split, ds in splits.items():
         if len(ds) == 0:
             raise DistilError(
@@ -102,8 +107,16 @@ def _check_config(cfg: DatasetConfig) -> None:
 def _load_local(cfg: DatasetConfig, root: Path) -> dict[str, datasets.Dataset]:
     if cfg.format == "folders":
         return {"train": _with_language(_load_class_folders(root), "")}
+    dev, test = (cfg.files.get(split) for split in ("dev", "test"))
+    if dev and test and (root / dev).resolve() == (root / test).resolve():
+        raise DistilError(
+            f"dataset '{cfg.name}': dev and test are the same file ({root / dev}), so models would be "
+            f"selected on the test set; point dataset.files.dev at another file, or leave dev out of "
+            f"dataset.files to carve it from train"
+        )
     splits = {}
-    for split, template in cfg.files.items():
+    # train first: a label column missing there is a wrong setting, in dev or test missing labels
+    for split, template in sorted(cfg.files.items(), key=lambda item: item[0] != "train"):
         parts = []
         for lang in cfg.languages or [""]:
             file = root / template.format(lang=lang)
@@ -111,7 +124,7 @@ def _load_local(cfg: DatasetConfig, root: Path) -> dict[str, datasets.Dataset]:
                 known = sorted(p.name for p in root.iterdir() if p.is_dir())
                 raise DistilError(f"dataset '{cfg.name}': no data for language '{lang}' ({file} is missing); "
                                   f"languages here: {', '.join(known)}")
-            parts.append(_with_language(_load_file(cfg, file), lang))
+            parts.append(_with_language(_load_file(cfg, file, split), lang))
         splits[split] = datasets.concatenate_datasets(parts)
     return splits
 
@@ -133,7 +146,8 @@ def _load_hub(cfg: DatasetConfig, local: Path | None, hub_offline: bool) -> dict
             except Exception as error:  # connection, missing config, ...: all end the run
                 raise DistilError(f"dataset '{cfg.name}': cannot load {cfg.hub.name}/{config} "
                                   f"from the hub: {error}") from error
-            parts.append(_with_language(_canonical_columns(cfg, _names_for_class_labels(ds), "hub"), lang))
+            ds = _canonical_columns(cfg, _names_for_class_labels(ds), f"hub split {hub_split}", split)
+            parts.append(_with_language(ds, lang))
         splits[split] = datasets.concatenate_datasets(parts)
     return splits
 
@@ -147,48 +161,88 @@ def _load_class_folders(root: Path) -> datasets.Dataset:
     return datasets.Dataset.from_dict({"text": texts, "label": labels})
 
 
-def _load_file(cfg: DatasetConfig, file: Path) -> datasets.Dataset:
+def _load_file(cfg: DatasetConfig, file: Path, split: str) -> datasets.Dataset:
     if not file.is_file():
         raise DistilError(f"dataset '{cfg.name}': file {file} not found; check paths.data_dir and dataset.files")
     if cfg.format == "conll":
         return datasets.Dataset.from_dict(read_conll(file, tag_column=cfg.conll_tag_column))
-    if cfg.format != "parquet" and not _has_rows(file, header=cfg.format in ("tsv", "csv")):
+    tabular_text = cfg.format in ("tsv", "csv")
+    if cfg.format != "parquet" and not _has_rows(file, header=tabular_text and cfg.header):
         raise DistilError(f"dataset '{cfg.name}': {file} has no examples; point dataset.files at a file "
                           f"with at least one example")
     builder, options = TABULAR_BUILDERS[cfg.format]
-    if cfg.format in ("tsv", "csv"):
+    if tabular_text:
         # QUOTE_NONE: sentences contain bare quotes; "NA" is a word, not a missing value.
         options = {**options, "keep_default_na": False, "quoting": 3}
+        if not cfg.header:  # names "0", "1", ...; given names make pandas read line 1 as data
+            options["column_names"] = [str(i) for i in range(_count_columns(file, options.get("delimiter", ",")))]
     try:
         ds = datasets.load_dataset(builder, data_files=str(file), split="train", **options)
     except Exception as error:  # the builders raise many types for a malformed file
         raise DistilError(f"dataset '{cfg.name}': cannot parse {file}: {error}") from error
-    return _canonical_columns(cfg, ds, file.name)
+    return _canonical_columns(cfg, ds, file.name, split)
 
 
-def _canonical_columns(cfg: DatasetConfig, ds: datasets.Dataset, source: str) -> datasets.Dataset:
+def _canonical_columns(cfg: DatasetConfig, ds: datasets.Dataset, source: str, split: str) -> datasets.Dataset:
     if cfg.task == "tagging":
         wanted = {"tokens_column": cfg.tokens_column, "tags_column": cfg.tags_column}
         renames = {cfg.tokens_column: "tokens", cfg.tags_column: "tags"}
     else:
         wanted = {"text_column": cfg.text_column, "label_column": cfg.label_column}
         renames = {cfg.text_column: "text", cfg.label_column: "label"}
-        if cfg.task == "pair":
+        if cfg.task == "pair" or (cfg.task == "regression" and cfg.text_pair_column):
             wanted["text_pair_column"] = cfg.text_pair_column
             renames[cfg.text_pair_column] = "text_pair"
     for role, column in wanted.items():
-        if column not in ds.column_names:
+        if column in ds.column_names:
+            continue
+        columns = ", ".join(ds.column_names)
+        if role in ("label_column", "tags_column") and split != "train":
             raise DistilError(
-                f"dataset '{cfg.name}': {source} has no column '{column}'; "
-                f"set dataset.{role} to one of: {', '.join(ds.column_names)}"
+                f"dataset '{cfg.name}': {source} ({split}) has no label column '{column}' (its columns: "
+                f"{columns}); dev and test need gold labels to score the models: point "
+                f"dataset.files.{split} at a labeled file, or leave {split} out of dataset.files to carve it from train"
             )
+        raise DistilError(f"dataset '{cfg.name}': {source} has no column '{column}'; "
+                          f"set dataset.{role} to one of: {columns}")
     ds = ds.select_columns(list(renames)).rename_columns(renames)
     if cfg.task == "tagging":
         return ds.cast_column("tags", datasets.Sequence(datasets.Value("string")))
     for column in ("text", "text_pair"):
         if column in ds.column_names:
             ds = ds.cast_column(column, datasets.Value("string"))
+    if cfg.task == "regression":
+        values = ds["label"][:]
+        if _as_numbers(values) is None:
+            example = next(v for v in values if _as_numbers([v]) is None)
+            raise DistilError(f"dataset '{cfg.name}': {source} has {example!r} in label column "
+                              f"'{cfg.label_column}'; a regression task needs a number in every row")
+        return ds.cast_column("label", datasets.Value("float64"))
     return ds.cast_column("label", datasets.Value("string"))
+
+
+def _check_labels_are_classes(cfg: DatasetConfig, train: datasets.Dataset) -> None:
+    """Scores read as classes (STS-B's 0-5 similarity would be ~140 classes): suggest regression."""
+    if cfg.task not in ("classification", "pair"):
+        return
+    values = set(train["label"][:])
+    numbers = _as_numbers(values)
+    if numbers is None or (cfg.labels and values <= set(cfg.labels)):  # names, or classes the user listed
+        return
+    if any(not n.is_integer() for n in numbers) or len(values) > MAX_NUMERIC_CLASSES:
+        raise DistilError(
+            f"dataset '{cfg.name}': label column '{cfg.label_column}' holds {len(values)} distinct numbers "
+            f"from {min(numbers):g} to {max(numbers):g}, scores rather than classes; set dataset.task=regression "
+            f"(or, if they are class ids, list them in dataset.labels)"
+        )
+
+
+def _as_numbers(values) -> list[float] | None:
+    """The values as floats, or None when one is not a number."""
+    try:
+        return [float(v) for v in values]
+    except (TypeError, ValueError):
+        return None
 
 
 def _names_for_class_labels(ds: datasets.Dataset) -> datasets.Dataset:
@@ -210,6 +264,14 @@ def _with_language(ds: datasets.Dataset, lang: str) -> datasets.Dataset:
 
 def _strip_html(row: dict) -> dict:
     return {key: HTML_TAG.sub(" ", row[key]) for key in ("text", "text_pair") if key in row}
+
+
+def _count_columns(file: Path, delimiter: str) -> int:
+    """Columns in the first non-empty line (a headerless file names them by index)."""
+    opener = gzip.open if file.suffix == ".gz" else open
+    with opener(file, "rt", encoding="utf-8", errors="replace") as handle:
+        first = next((line for line in handle if line.strip()), "")
+    return len(first.rstrip("\r\n").split(delimiter))
 
 
 def _has_rows(file: Path, header: bool) -> bool:
