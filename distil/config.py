@@ -46,6 +46,11 @@ class TeacherConfig:
     layer: int = -1
     max_length: int = 128
     eval_batch_size: int = 64
+    # Which runs cache hidden layer `layer` beside the logits. "auto": sequence tasks always
+    # (one [CLS] vector per example is small, and then every schedule of a sweep shares one
+    # cache, so the teacher runs once), tagging only when a schedule compares representations
+    # (per-token states are large); "needed": only when a schedule compares representations.
+    cache_layer: str = "auto"
     # Examples per cache shard: the teacher's outputs are computed, written and resumed a
     # shard at a time, and caching memory stays at one shard whatever the transfer-set size.
     shard_size: int = 4096
@@ -115,7 +120,8 @@ class SplitConfig:
     dev_fraction: float = 0.1  # used only when the dataset ships no dev file
     labeled_per_class: int | None = None  # classification/pair: N labeled examples per class
     labeled_per_language: int | None = None  # tagging: N labeled sentences per language
-    # both None: every training example is labeled
+    labeled_count: int | None = None  # any task: N labeled examples drawn at random (regression has no classes)
+    # all None: every training example is labeled
     # dev and test capped at N examples per language (drawn with `seed`): CPU-sized evaluation
     max_eval_per_language: int | None = None
 

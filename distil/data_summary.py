@@ -36,19 +36,19 @@ def average_words(data: TaskData, split: str) -> float:
     ds = data.splits[split]
     if len(ds) == 0:
         return 0.0
-    if data.task == "tagging":
+    if data.task.inputs == "tokens":
         return sum(len(tokens) for tokens in ds["tokens"][:]) / len(ds)
     texts = ds["text"][:]
     words = sum(len(t.split()) for t in texts)
-    if data.task == "pair":
+    if data.task.inputs == "pair":
         words += sum(len(t.split()) for t in ds["text_pair"][:])
     return words / len(ds)
 
 
 def overview(data: TaskData, name: str) -> pd.DataFrame:
     sizes = data.summary()
-    row = {"dataset": name, "task": data.task, "labels": data.num_labels, "labeled": sizes["labeled"]}
-    if data.task != "tagging":
+    row = {"dataset": name, "task": data.task.name, "labels": data.num_labels, "labeled": sizes["labeled"]}
+    if data.task.has_classes:
         counts = Counter(data.splits["labeled"]["label"][:])
         row["labeled/class"] = min(counts.values()) if len(set(counts.values())) == 1 else "varies"
     row.update({"transfer (unlabeled)": sizes["transfer"], "dev": sizes["dev"], "test": sizes["test"],
@@ -57,19 +57,12 @@ def overview(data: TaskData, name: str) -> pd.DataFrame:
 
 
 def label_distribution(data: TaskData) -> pd.DataFrame:
-    """Examples per class (sequence tasks) or entity spans per type (tagging), per split."""
-    table = {}
-    for split in ("labeled", "dev", "test"):
-        values = data.splits[split]["tags" if data.task == "tagging" else "label"][:]
-        if data.task == "tagging":
-            counts = Counter(data.label_names[t][2:] for tags in values for t in tags
-                             if data.label_names[t].startswith("B-"))
-        else:
-            counts = Counter(data.label_names[v] for v in values)
-        table[split] = counts
-    frame = pd.DataFrame(table).fillna(0).astype(int)
-    frame.index.name = "entity type" if data.task == "tagging" else "label"
-    return frame.sort_index()
+    """Examples per class, entity spans per type, or score statistics: as the task describes its labels."""
+    table = {split: data.task.label_summary(data.splits[split], data.label_names)
+             for split in ("labeled", "dev", "test")}
+    frame = pd.DataFrame(table).fillna(0)
+    frame.index.name = data.task.label_summary_title
+    return frame.astype(int).sort_index() if (frame % 1 == 0).all().all() else frame.round(3)
 
 
 def per_language(data: TaskData) -> pd.DataFrame:
@@ -89,7 +82,7 @@ def show(frame: pd.DataFrame, title: str, index: bool = False) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    from distil.data import build_task_data
+    from distil.data.split import build_task_data
     from distil.pipeline import quiet_libraries
 
     args = sys.argv[1:] if argv is None else argv
@@ -113,8 +106,7 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(2)
     show(overview(data, cfg.dataset.name),
          f"{cfg.dataset.name}: splits of a run with seed={cfg.seed}, transfer_size={cfg.transfer_size.name}")
-    show(label_distribution(data), "entity spans per type" if data.task == "tagging" else "examples per class",
-         index=True)
+    show(label_distribution(data), data.task.label_summary_heading, index=True)
     if data.multilingual:
         show(per_language(data), "examples per language")
 

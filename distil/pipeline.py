@@ -17,11 +17,11 @@ import transformers
 from omegaconf import OmegaConf
 from safetensors.torch import save_file
 
-from distil.config import Config
-from distil.data import build_task_data
+from distil.config import Config, TeacherConfig
 from distil.data.prepared import PreparedSplit
 from distil.data.ragged import Ragged, Tokens
-from distil.data.split import TaskData
+from distil.data.split import TaskData, build_task_data
+from distil.errors import DistilError
 from distil.evaluate import student_logits
 from distil.schedule import StudentSplit, needs_teacher_hidden, run_schedule, validate_schedule
 from distil.speed import examples_per_second
@@ -89,7 +89,8 @@ def run(cfg: Config, run_dir: Path, choices: dict, overrides: list[str]) -> dict
     task = make_task(cfg.dataset)
     validate_schedule(cfg.schedule, cfg.trainer, task)
     with_hidden = needs_teacher_hidden(cfg.schedule)
-    if with_hidden:
+    cached_layer = layer_to_cache(cfg.teacher, task, with_hidden)
+    if cached_layer is not None:
         check_layer(cfg.teacher)
     check_student(cfg.student, task)
     check_embedding_init(cfg.student.embedding_init, embedding_size(cfg.student), teacher_hidden_size(cfg.teacher),
@@ -101,8 +102,8 @@ def run(cfg: Config, run_dir: Path, choices: dict, overrides: list[str]) -> dict
     store = ArtifactStore(cfg.paths.cache)
     teacher = ensure_teacher(cfg.teacher, task, data, prepared, store, cfg.seed, cfg.hub_offline)
     model, tokenizer = load_finetuned(teacher.path, task)
-    targets = ensure_targets(cfg.teacher, teacher, task, data, prepared, store,
-                             cfg.teacher.layer if with_hidden else None, lambda: (model, tokenizer))
+    targets = ensure_targets(cfg.teacher, teacher, task, data, prepared, store, cached_layer,
+                             lambda: (model, tokenizer))
     views = open_targets(targets)
     splits = {name: Split(prepared[name], views[name]) for name in prepared}
     teacher_vocab = TeacherVocab(model.get_input_embeddings().weight.detach().float(),
@@ -152,6 +153,17 @@ def run(cfg: Config, run_dir: Path, choices: dict, overrides: list[str]) -> dict
         metrics["majority_baseline"] = {"test": baseline}
     write_json_atomic(run_dir / "metrics.json", metrics)
     return metrics
+
+
+CACHE_LAYER = ("auto", "needed")
+
+
+def layer_to_cache(cfg: TeacherConfig, task: Task, needed: bool) -> int | None:
+    """The hidden layer the cache holds beside the logits (None: logits only); see teacher.cache_layer."""
+    if cfg.cache_layer not in CACHE_LAYER:
+        raise DistilError(f"teacher.cache_layer '{cfg.cache_layer}' is unknown; use one of: {', '.join(CACHE_LAYER)}")
+    wanted = needed or (cfg.cache_layer == "auto" and not task.per_token)
+    return cfg.layer if wanted else None
 
 
 def prepare_data(cfg: Config, task: Task) -> tuple[TaskData, dict[str, PreparedSplit]]:

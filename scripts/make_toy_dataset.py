@@ -3,6 +3,7 @@
 toy:      3-topic sentence classification (tsv)
 toy-pair: sentence pairs, label 1 when both sentences share a topic (tsv)
 toy-ner:  IOB2 NER in two made-up "languages" (conll, one folder per language)
+toy-sts:  sentence pairs scored 0-5 by how many topic words they share (regression, tsv)
 
 Sentences come from word lists, so a model can learn them from a few dozen examples.
 Deterministic: re-running rewrites the same files.
@@ -75,11 +76,29 @@ def write_toy_ner(rng: np.random.Generator) -> None:
             (out / f"{split}.txt").write_text("\n\n".join(blocks) + "\n")
 
 
+def write_toy_sts(rng: np.random.Generator) -> None:
+    """Sentence b takes k of its 4 topic words from sentence a's topic: score 5k/4 (0 to 5)."""
+    out = RESOURCES / "toy-sts"
+    out.mkdir(parents=True, exist_ok=True)
+    topics = list(TOPICS)
+    for split, per_topic in SIZES.items():
+        lines = ["sentence1\tsentence2\tscore"]
+        for _ in range(per_topic * len(topics)):
+            first, other = rng.choice(topics, size=2, replace=False)
+            shared = int(rng.integers(5))
+            words = list(rng.choice(TOPICS[first], size=shared)) + list(rng.choice(TOPICS[other], size=4 - shared))
+            words += list(rng.choice(FILLER, size=3))
+            rng.shuffle(words)
+            lines.append(f"{sentence(rng, TOPICS[first])}\t{' '.join(words)}\t{5 * shared / 4:.2f}")
+        (out / f"{split}.tsv").write_text("\n".join(lines) + "\n")
+
+
 def main() -> None:
     rng = np.random.default_rng(0)
     write_toy(rng)
     write_toy_pair(rng)
     write_toy_ner(rng)
+    write_toy_sts(np.random.default_rng(1))  # its own generator: the files above stay as they were
 
 
 if __name__ == "__main__":

@@ -4,7 +4,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from distil.config import DatasetConfig, TransferSizeConfig
-from distil.data import build_task_data
+from distil.data.split import build_task_data
 from distil.errors import DistilError
 
 

@@ -7,9 +7,9 @@ from transformers import BertTokenizer
 
 from distil.cli import CONF_DIR
 from distil.config import DatasetConfig, TransferSizeConfig
-from distil.data import build_task_data
 from distil.data.conll import read_conll
 from distil.data.load import load_raw_splits
+from distil.data.split import build_task_data
 from distil.errors import DistilError
 from distil.tasks import get_task
 from distil.tasks.tagging import IGNORE

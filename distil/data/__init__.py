@@ -1,4 +1,1 @@
-from distil.data.load import load_raw_splits, resolve_data_path
-from distil.data.split import TaskData, build_task_data
-
-__all__ = ["TaskData", "build_task_data", "load_raw_splits", "resolve_data_path"]
+"""Reading datasets (load), deriving the run's splits (split), and preparing them once (prepared)."""

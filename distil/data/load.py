@@ -19,8 +19,8 @@ import datasets
 from distil.config import DatasetConfig
 from distil.data.conll import read_conll
 from distil.errors import DistilError
+from distil.tasks import TASKS, make_task
 
-TASKS = ("classification", "pair", "tagging", "regression")
 TABULAR_BUILDERS = {"tsv": ("csv", {"delimiter": "\t"}), "csv": ("csv", {}), "jsonl": ("json", {}),
                     "parquet": ("parquet", {})}
 FORMATS = ("folders", "conll", *TABULAR_BUILDERS)
@@ -76,7 +76,7 @@ def load_raw_splits(
 
 def load_unlabeled_file(cfg: DatasetConfig, data_dir: str) -> datasets.Dataset:
     """The dataset's extra unlabeled text (one example per line) as a `text` column."""
-    if cfg.task != "classification" or not cfg.unlabeled_file or not cfg.path:
+    if make_task(cfg).inputs != "text" or not cfg.unlabeled_file or not cfg.path:
         raise DistilError(
             f"dataset '{cfg.name}' has no unlabeled_file for transfer_size source=file; "
             f"use a transfer_size drawn from the pool, or set dataset.unlabeled_file"
@@ -96,11 +96,12 @@ def _check_config(cfg: DatasetConfig) -> None:
         raise DistilError(f"dataset '{cfg.name}': unknown task '{cfg.task}'; use one of: {', '.join(TASKS)}")
     if cfg.format not in FORMATS:
         raise DistilError(f"dataset '{cfg.name}': unknown format '{cfg.format}'; use one of: {', '.join(FORMATS)}")
-    if cfg.task == "pair" and not cfg.text_pair_column:
+    task = make_task(cfg)
+    if task.inputs == "pair" and not cfg.text_pair_column:
         raise DistilError(f"dataset '{cfg.name}': a pair task needs dataset.text_pair_column")
-    if cfg.format == "folders" and cfg.task != "classification":
+    if cfg.format == "folders" and not (task.inputs == "text" and task.has_classes):
         raise DistilError(f"dataset '{cfg.name}': format 'folders' holds classification data only")
-    if cfg.format == "conll" and cfg.task != "tagging":
+    if cfg.format == "conll" and not task.per_token:
         raise DistilError(f"dataset '{cfg.name}': format 'conll' holds tagging data only; set dataset.task=tagging")
 
 
@@ -184,20 +185,14 @@ def _load_file(cfg: DatasetConfig, file: Path, split: str) -> datasets.Dataset:
 
 
 def _canonical_columns(cfg: DatasetConfig, ds: datasets.Dataset, source: str, split: str) -> datasets.Dataset:
-    if cfg.task == "tagging":
-        wanted = {"tokens_column": cfg.tokens_column, "tags_column": cfg.tags_column}
-        renames = {cfg.tokens_column: "tokens", cfg.tags_column: "tags"}
-    else:
-        wanted = {"text_column": cfg.text_column, "label_column": cfg.label_column}
-        renames = {cfg.text_column: "text", cfg.label_column: "label"}
-        if cfg.task == "pair" or (cfg.task == "regression" and cfg.text_pair_column):
-            wanted["text_pair_column"] = cfg.text_pair_column
-            renames[cfg.text_pair_column] = "text_pair"
-    for role, column in wanted.items():
+    task = make_task(cfg)
+    wanted = task.source_columns(cfg)  # dataset.<role> -> canonical column
+    for role in wanted:
+        column = cfg[role]
         if column in ds.column_names:
             continue
         columns = ", ".join(ds.column_names)
-        if role in ("label_column", "tags_column") and split != "train":
+        if wanted[role] == task.label_column and split != "train":
             raise DistilError(
                 f"dataset '{cfg.name}': {source} ({split}) has no label column '{column}' (its columns: "
                 f"{columns}); dev and test need gold labels to score the models: point "
@@ -205,25 +200,16 @@ def _canonical_columns(cfg: DatasetConfig, ds: datasets.Dataset, source: str, sp
             )
         raise DistilError(f"dataset '{cfg.name}': {source} has no column '{column}'; "
                           f"set dataset.{role} to one of: {columns}")
-    ds = ds.select_columns(list(renames)).rename_columns(renames)
-    if cfg.task == "tagging":
-        return ds.cast_column("tags", datasets.Sequence(datasets.Value("string")))
+    ds = ds.select_columns([cfg[role] for role in wanted]).rename_columns({cfg[r]: c for r, c in wanted.items()})
     for column in ("text", "text_pair"):
         if column in ds.column_names:
             ds = ds.cast_column(column, datasets.Value("string"))
-    if cfg.task == "regression":
-        values = ds["label"][:]
-        if _as_numbers(values) is None:
-            example = next(v for v in values if _as_numbers([v]) is None)
-            raise DistilError(f"dataset '{cfg.name}': {source} has {example!r} in label column "
-                              f"'{cfg.label_column}'; a regression task needs a number in every row")
-        return ds.cast_column("label", datasets.Value("float64"))
-    return ds.cast_column("label", datasets.Value("string"))
+    return task.cast_source_labels(ds, f"dataset '{cfg.name}': {source}", cfg.label_column)
 
 
 def _check_labels_are_classes(cfg: DatasetConfig, train: datasets.Dataset) -> None:
     """Scores read as classes (STS-B's 0-5 similarity would be ~140 classes): suggest regression."""
-    if cfg.task not in ("classification", "pair"):
+    if not make_task(cfg).has_classes:
         return
     values = set(train["label"][:])
     numbers = _as_numbers(values)

@@ -118,6 +118,12 @@ def _take_labeled(cfg: DatasetConfig, task: Task, ds: datasets.Dataset, names: l
     if per_class is not None and not task.has_classes:
         raise DistilError(f"dataset '{cfg.name}': {task.name} data has no classes; use "
                           f"dataset.split.labeled_per_language instead of labeled_per_class")
+    if cfg.split.labeled_count is not None:
+        if cfg.split.labeled_count > len(ds):
+            raise DistilError(f"dataset '{cfg.name}': labeled_count={cfg.split.labeled_count} is more than the "
+                              f"{len(ds)} training examples; lower dataset.split.labeled_count")
+        chosen_set = set(rng.choice(len(ds), size=cfg.split.labeled_count, replace=False).tolist())
+        return (ds.select(sorted(chosen_set)), ds.select([i for i in range(len(ds)) if i not in chosen_set]))
     if per_class is not None:
         column, size, groups = "label", per_class, {i: f"class '{n}'" for i, n in enumerate(names)}
     elif per_language is not None:

@@ -6,6 +6,7 @@ runner asks the task instead of testing its name.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 
 import datasets
@@ -33,6 +34,18 @@ class Task:
     supervised_loss = staticmethod(cross_entropy)  # what the `ce` loss of a schedule means here
     teacher_class = AutoModelForSequenceClassification
 
+    # --- reading a dataset ------------------------------------------------------------------
+    def source_columns(self, dataset_cfg) -> dict[str, str]:
+        """dataset.<role> setting -> the canonical column it becomes."""
+        columns = {"text_column": "text", "label_column": "label"}
+        if self.inputs == "pair":
+            columns["text_pair_column"] = "text_pair"
+        return columns
+
+    def cast_source_labels(self, ds: datasets.Dataset, where: str, column: str) -> datasets.Dataset:
+        """Labels as read from a file or the hub, before split.py maps them to ids: class names."""
+        return ds.cast_column(self.label_column, datasets.Value("string"))
+
     # --- labels ---------------------------------------------------------------------------
     def label_names(self, train: datasets.Dataset, configured: Sequence[str] | None) -> list[str]:
         return list(configured) if configured else sorted(set(train[self.label_column][:]))
@@ -50,6 +63,13 @@ class Task:
 
     def drop_labels(self, ds: datasets.Dataset) -> datasets.Dataset:
         return ds.map(lambda _: {self.label_column: NO_LABEL})
+
+    label_summary_title = "label"
+    label_summary_heading = "examples per class"
+
+    def label_summary(self, ds: datasets.Dataset, names: list[str]) -> dict[str, float]:
+        """What `distil-data` shows of a split's labels: examples per class."""
+        return dict(Counter(names[v] for v in ds[self.label_column][:]))
 
     def output_names(self, names: list[str]) -> list[str]:
         """What the model predicts, one name per output unit."""

@@ -31,23 +31,30 @@ class RegressionTask(Task):
     def __init__(self, pair: bool = False):
         self.inputs = "pair" if pair else "text"
 
+    def cast_source_labels(self, ds: datasets.Dataset, where: str, column: str) -> datasets.Dataset:
+        for value in ds[self.label_column][:]:
+            try:
+                float(value)
+            except (TypeError, ValueError):
+                raise DistilError(f"{where} has {value!r} in label column '{column}'; a regression task needs "
+                                  f"a number in every row") from None
+        return ds.cast_column(self.label_column, datasets.Value("float64"))
+
     def label_names(self, train, configured) -> list[str]:
         return []  # a score, not classes
 
     def encode_labels(self, ds: datasets.Dataset, names: list[str], where: str) -> datasets.Dataset:
-        def to_float(row):
-            value = row[self.label_column]
-            try:
-                return {self.label_column: float(value)}
-            except (TypeError, ValueError):
-                raise DistilError(f"{where}: score {value!r} is not a number; a regression dataset needs a "
-                                  f"numeric dataset.label_column") from None
-        features = ds.features.copy()
-        features[self.label_column] = datasets.Value("float64")
-        return ds.map(to_float, features=features)
+        return ds  # already float64 scores (cast_source_labels)
 
     def drop_labels(self, ds: datasets.Dataset) -> datasets.Dataset:
         return ds.map(lambda _: {self.label_column: NO_SCORE})
+
+    label_summary_title = "score"
+    label_summary_heading = "gold scores"
+
+    def label_summary(self, ds: datasets.Dataset, names: list[str]) -> dict[str, float]:
+        scores = pd.Series(ds[self.label_column][:], dtype=float)
+        return {"mean": scores.mean(), "std": scores.std(ddof=0), "min": scores.min(), "max": scores.max()}
 
     def output_names(self, names: list[str]) -> list[str]:
         return ["score"]

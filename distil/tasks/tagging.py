@@ -7,7 +7,7 @@ per language, with the mean and standard deviation over languages.
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 
 import datasets
 import numpy as np
@@ -34,6 +34,12 @@ class TaggingTask(Task):
     has_classes = False
     teacher_class = AutoModelForTokenClassification
 
+    def source_columns(self, dataset_cfg) -> dict[str, str]:
+        return {"tokens_column": "tokens", "tags_column": "tags"}
+
+    def cast_source_labels(self, ds: datasets.Dataset, where: str, column: str) -> datasets.Dataset:
+        return ds.cast_column("tags", datasets.Sequence(datasets.Value("string")))
+
     def label_names(self, train, configured) -> list[str]:
         return list(configured) if configured else sorted({t for tags in train["tags"][:] for t in tags})
 
@@ -49,6 +55,12 @@ class TaggingTask(Task):
 
     def drop_labels(self, ds: datasets.Dataset) -> datasets.Dataset:
         return ds.map(lambda row: {"tags": [NO_LABEL] * len(row["tags"])})
+
+    label_summary_title = "entity type"
+    label_summary_heading = "entity spans per type"
+
+    def label_summary(self, ds: datasets.Dataset, names: list[str]) -> dict[str, float]:
+        return dict(Counter(names[t][2:] for tags in ds["tags"][:] for t in tags if names[t].startswith("B-")))
 
     def output_names(self, names: list[str]) -> list[str]:
         return [*names, X_TAG]
