@@ -38,6 +38,7 @@ KIND_ORDER = {"teachers": 0, "targets": 1}  # what is built first is listed firs
 REBUILD_HINT = "the next run that needs it rebuilds it; or: distil cache prune --damaged"
 DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 SIZE_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+AGE_UNITS = (("year", 365 * 86400), ("month", 30 * 86400), ("day", 86400), ("hour", 3600), ("minute", 60))
 
 EXAMPLES = """\
 examples:
@@ -97,9 +98,10 @@ def open_cache(root: Path) -> Path:
 
 
 def kinds_in(root: Path) -> list[str]:
-    return sorted(p.name for p in root.iterdir()
-                  if p.is_dir() and p.name not in NOT_KINDS and not p.name.startswith(".")
-                  and any(KEY.match(child.name) for child in p.iterdir()))
+    kinds = [p.name for p in root.iterdir()
+             if p.is_dir() and p.name not in NOT_KINDS and not p.name.startswith(".")
+             and any(KEY.match(child.name) for child in p.iterdir())]
+    return sorted(kinds, key=lambda kind: (KIND_ORDER.get(kind, len(KIND_ORDER)), kind))
 
 
 def check_kind(root: Path, kind: str | None) -> None:
@@ -134,23 +136,26 @@ def find_artifacts(root: Path, kind: str | None = None) -> list[Artifact]:
 
 def read_artifact(kind: str, path: Path) -> Artifact | None:
     """The artifact at `path`, or None if it vanished (a run took it back to rebuild it)."""
-    manifest_path = path / MANIFEST
-    manifest, problem = None, None
+    manifest, problem = read_manifest(path)
     try:
-        manifest = json.loads(manifest_path.read_text())
-        last_used = manifest_path.stat().st_mtime  # the store touches it on every reuse
-        if not isinstance(manifest, dict) or not isinstance(manifest.get("files"), dict):
-            manifest, problem = None, f"unreadable {MANIFEST} (no file list)"
+        # The store touches the manifest on every reuse: its mtime is the artifact's last use.
+        last_used = (path / MANIFEST if manifest else path).stat().st_mtime
     except FileNotFoundError:
-        problem = f"no {MANIFEST}"
-    except (OSError, ValueError):
-        problem = f"unreadable {MANIFEST}"
-    if manifest is None:
-        try:
-            last_used = path.stat().st_mtime
-        except FileNotFoundError:
-            return None
+        return None
     return Artifact(kind, path.name, path, manifest, problem, disk_size(path), last_used)
+
+
+def read_manifest(path: Path) -> tuple[dict | None, str | None]:
+    """(manifest, None), or (None, what is wrong with it)."""
+    try:
+        manifest = json.loads((path / MANIFEST).read_text())
+    except FileNotFoundError:
+        return None, f"no {MANIFEST}"
+    except (OSError, ValueError):
+        return None, f"unreadable {MANIFEST}"
+    if not isinstance(manifest, dict) or not isinstance(manifest.get("files"), dict):
+        return None, f"unreadable {MANIFEST} (no file list)"
+    return manifest, None
 
 
 def find_builds(root: Path) -> list[Build]:
@@ -331,24 +336,23 @@ def parse_size(text: str) -> int:
     return int(float(match[1]) * SIZE_UNITS[match[2]])
 
 
-def human_size(n: int) -> str:
+def human_size(n: float) -> str:
     """Like `du -h`: 216B, 4.0K, 340M, 1.2G."""
-    for unit in ("B", "K", "M", "G", "T"):
-        if n < 1024 or unit == "T":
-            return f"{n}B" if unit == "B" else f"{n:.1f}{unit}" if n < 10 else f"{n:.0f}{unit}"
-        n /= 1024
-    raise AssertionError("unreachable")
+    unit = "B"
+    for bigger in "KMGT":
+        if n < 1024:
+            break
+        n, unit = n / 1024, bigger
+    return f"{n:.0f}{unit}" if unit == "B" or n >= 10 else f"{n:.1f}{unit}"
 
 
 def ago(seconds: float) -> str:
-    if seconds < 60:
-        return "just now"
-    for unit, length in (("year", 365 * 86400), ("month", 30 * 86400), ("day", 86400),
-                         ("hour", 3600), ("minute", 60)):
-        if seconds >= length and not (unit == "month" and seconds < 60 * 86400):
-            count = int(seconds // length)
+    for unit, length in AGE_UNITS:
+        count = int(seconds // length)
+        # Days until two months: "45 days ago" says more than "1 month ago".
+        if count >= (2 if unit == "month" else 1):
             return f"{count} {unit}{'s' if count > 1 else ''} ago"
-    raise AssertionError("unreachable")
+    return "just now"
 
 
 def when(timestamp: float, now: float) -> str:
@@ -379,8 +383,8 @@ def cache_as_json(root: Path, artifacts: list[Artifact], builds: list[Build],
                   problems: dict[str, list[str]], verified: bool) -> dict:
     rows = []
     for a in artifacts:
-        row = {"kind": a.kind, "key": a.key, "path": str(a.path), "describe": facts(a), "bytes": a.size,
-               "last_used": iso(a.last_used)}
+        row = {"kind": a.kind, "key": a.key, "path": str(a.path), "what": what_it_is(facts(a)),
+               "describe": facts(a), "bytes": a.size, "last_used": iso(a.last_used)}
         if teacher_of(a):
             row["teacher_key"] = teacher_of(a)
         if verified:
@@ -397,7 +401,7 @@ def print_cache(root: Path, artifacts: list[Artifact], builds: list[Build],
                 problems: dict[str, list[str]], verified: bool, now: float) -> None:
     headers = ["kind", "key", "what", "size", "last used"] + (["status"] if verified else [])
     rows = []
-    for a in sorted(artifacts, key=lambda a: (KIND_ORDER.get(a.kind, len(KIND_ORDER)), a.kind, -a.last_used)):
+    for a in artifacts:  # kinds in build order; within a kind, by key
         row = [a.kind, a.key, what_it_is(facts(a)), human_size(a.size), when(a.last_used, now)]
         if verified:
             row.append("DAMAGED: " + "; ".join(problems[a.label]) if problems[a.label] else "ok")
@@ -416,7 +420,7 @@ def totals(artifacts: list[Artifact]) -> str:
     if not artifacts:
         return "no artifacts"
     per_kind = {}
-    for a in sorted(artifacts, key=lambda a: (KIND_ORDER.get(a.kind, len(KIND_ORDER)), a.kind)):
+    for a in artifacts:
         count, size = per_kind.get(a.kind, (0, 0))
         per_kind[a.kind] = (count + 1, size + a.size)
     by_kind = "; ".join(f"{kind} {count}, {human_size(size)}" for kind, (count, size) in per_kind.items())
@@ -438,10 +442,9 @@ def show_table(title: str, headers: list[str], rows: list[list[str]], right: set
             table.add_row(*row)
         console.print(table)
         return
-    widths = [max(len(str(cell)) for cell in column) for column in zip(headers, *rows, strict=False)]
+    widths = [max(len(cell) for cell in column) for column in zip(headers, *rows, strict=True)]
     for row in [headers, *rows]:
-        cells = [cell.rjust(w) if i in right else cell.ljust(w) for i, (cell, w) in enumerate(zip(row, widths,
-                                                                                                  strict=True))]
+        cells = [cell.rjust(widths[i]) if i in right else cell.ljust(widths[i]) for i, cell in enumerate(row)]
         print("  ".join(cells).rstrip())
     print(total)
 
@@ -494,7 +497,7 @@ def prune_cache(root: Path, args: argparse.Namespace) -> int:
     failed = sum(done is None for _, done in outcomes)
     kept = f"; {skipped} in use, kept" if skipped else ""
     if not plan:
-        print(f"nothing to prune ({totals(artifacts).removeprefix('total: ')})")
+        print(f"nothing to prune; {totals(artifacts)}")
     elif args.dry_run:
         print(f"dry run: would delete {len(deleted)}, freeing {freed}{kept}; nothing was deleted")
     else:
@@ -532,15 +535,9 @@ def plan_builds(root: Path, args: argparse.Namespace, now: float) -> list[Deleti
     by_age = args.older_than is not None and args.kind is None
     if not (args.stale or by_age):
         return []
-    plan = []
-    for b in find_builds(root):
-        if b.running:
-            continue
-        if args.stale:
-            plan.append(Deletion(b.label, b.key, b.path, b.size, f"stale build, last written {ago(now - b.modified)}"))
-        elif now - b.modified > args.older_than:
-            plan.append(Deletion(b.label, b.key, b.path, b.size, f"stale build, last written {ago(now - b.modified)}"))
-    return plan
+    return [Deletion(b.label, b.key, b.path, b.size, f"stale build, last written {ago(now - b.modified)}")
+            for b in find_builds(root)
+            if not b.running and (args.stale or now - b.modified > args.older_than)]
 
 
 def delete(root: Path, deletion: Deletion, dry_run: bool) -> bool | None:
