@@ -412,8 +412,9 @@ def print_cache(root: Path, artifacts: list[Artifact], builds: list[Build],
                        else "stale: the next run resumes it, or prune --stale", human_size(b.size),
                        when(b.modified, now)] for b in builds]
         print()
+        build_total = f"{len(builds)} build(s) in {root / 'tmp'}, {human_size(sum(b.size for b in builds))}"
         show_table(f"builds in {root / 'tmp'}", ["key", "state", "size", "last written"], build_rows,
-                   right={2}, total=f"{len(builds)} build(s), {human_size(sum(b.size for b in builds))}")
+                   right={2}, total=build_total)
 
 
 def totals(artifacts: list[Artifact]) -> str:
