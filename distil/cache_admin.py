@@ -19,6 +19,7 @@ import os
 import re
 import shutil
 import sys
+import textwrap
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -287,9 +288,8 @@ def select(artifacts: list[Artifact], names: list[str], root: Path) -> list[Arti
 def facts(artifact: Artifact) -> dict:
     """The manifest's `describe` block, completed from the key and spec for artifacts
     written before the store recorded one."""
-    manifest = artifact.manifest or {}
-    described = dict(manifest.get("describe") or {})
-    spec = manifest.get("spec") or {}
+    described = dict(manifest_part(artifact, "describe"))
+    spec = manifest_part(artifact, "spec")
     if "teacher" not in described:
         # A teacher's key is named after it; targets name their teacher's key in the spec.
         source = spec.get("teacher") if isinstance(spec.get("teacher"), str) else artifact.key
@@ -313,8 +313,13 @@ def what_it_is(described: dict) -> str:
 
 
 def teacher_of(artifact: Artifact) -> str | None:
-    teacher = ((artifact.manifest or {}).get("spec") or {}).get("teacher")
+    teacher = manifest_part(artifact, "spec").get("teacher")
     return teacher if isinstance(teacher, str) else None
+
+
+def manifest_part(artifact: Artifact, name: str) -> dict:
+    part = (artifact.manifest or {}).get(name)
+    return part if isinstance(part, dict) else {}
 
 
 # ----------------------------------------------------------------------------- units
@@ -524,8 +529,8 @@ def plan_artifacts(root: Path, artifacts: list[Artifact], args: argparse.Namespa
                 break
             if lock_is_held(root, a.key):  # being rebuilt: it stays, try the next one
                 continue
-            plan[a.label] = Deletion(a.label, a.key, a.path, a.size,
-                                     f"least recently used, {ago(now - a.last_used)}; over {human_size(args.max_size)}")
+            plan[a.label] = Deletion(a.label, a.key, a.path, a.size, f"last used {ago(now - a.last_used)}, "
+                                     f"the least recently while over {human_size(args.max_size)}")
             total -= a.size
     return list(plan.values())
 
@@ -580,39 +585,46 @@ class Parser(argparse.ArgumentParser):
         sys.exit(2)
 
 
+def add_common_options(parser: argparse.ArgumentParser, default: object) -> None:
+    """--cache-dir and --kind, before or after the command. After it they default to SUPPRESS, so
+    a value given before the command is not overwritten by the subcommand's default."""
+    parser.add_argument("--cache-dir", type=Path, default=default, metavar="DIR",
+                        help="the runs' paths.cache (default: $DISTIL_OUTPUTS/cache, else outputs/cache "
+                             "from the current directory)")
+    parser.add_argument("--kind", default=default, metavar="KIND",
+                        help="only this kind of artifact: teachers, targets, ...")
+
+
+def add_command(commands, name: str, summary: str, description: str, run) -> Parser:
+    command = commands.add_parser(name, help=summary, description=textwrap.fill(description, 88),
+                                  epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_common_options(command, argparse.SUPPRESS)
+    command.set_defaults(run=run)
+    return command
+
+
 def build_parser(prog: str) -> Parser:
     parser = Parser(prog=prog, description="List, verify and prune the artifact cache (fine-tuned teachers, "
                                            "cached teacher targets) that distil runs share.",
                     epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
-    common = Parser(add_help=False)
-    common.add_argument("--cache-dir", type=Path, default=None, metavar="DIR",
-                        help="the runs' paths.cache (default: $DISTIL_OUTPUTS/cache, else outputs/cache "
-                             "from the current directory)")
-    common.add_argument("--kind", metavar="KIND", help="only this kind of artifact: teachers, targets, ...")
+    add_common_options(parser, None)
     commands = parser.add_subparsers(dest="command", metavar="{list,verify,prune}", parser_class=Parser)
 
-    listing = commands.add_parser("list", parents=[common], help="what is cached, size, last use",
-                                  description="One row per artifact: kind, key, what it is, size on disk, "
-                                              "last used; then builds in progress or left by a killed run.",
-                                  epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    listing = add_command(commands, "list", "what is cached, size, last use",
+                          "One row per artifact: kind, key, what it is, size on disk, last used; then the "
+                          "builds in tmp/, running or left by a killed run.", list_cache)
     listing.add_argument("--verify", action="store_true", help="check checksums too (exit 1 if any is damaged)")
     listing.add_argument("--json", action="store_true", help="machine-readable output")
-    listing.set_defaults(run=list_cache)
 
-    verify = commands.add_parser("verify", parents=[common], help="check files against their manifests",
-                                 description="Check every (or each named) artifact's files against the sizes "
-                                             "and SHA-256 sums in its manifest. One line per artifact; exit "
-                                             "status 1 if any is damaged.",
-                                 epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    verify = add_command(commands, "verify", "check files against their manifests",
+                         "Check every (or each named) artifact's files against the sizes and SHA-256 sums in "
+                         "its manifest. One line per artifact; exit status 1 if any is damaged.", verify_cache)
     verify.add_argument("keys", nargs="*", metavar="KEY", help="key, kind/key, or a unique prefix (default: all)")
-    verify.set_defaults(run=verify_cache)
 
-    prune = commands.add_parser("prune", parents=[common], help="delete by age, total size, damage",
-                                description="Delete artifacts by the rules given (any rule selects). An "
-                                            "artifact or build whose lock is held (a run is building it) is "
-                                            "never deleted. Deleting a teacher keeps the targets built "
-                                            "from it.",
-                                epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    prune = add_command(commands, "prune", "delete by age, total size, damage",
+                        "Delete what any of the rules given selects. A key whose lock is held (a run is "
+                        "building it) is never deleted. Deleting a teacher keeps the targets computed from it.",
+                        prune_cache)
     prune.add_argument("--older-than", type=parse_duration, metavar="AGE",
                        help="not used for AGE (30d, 12h, 2w); also stale builds not written for AGE "
                             "(unless --kind is given)")
@@ -623,7 +635,6 @@ def build_parser(prog: str) -> Parser:
                        help="build directories in tmp/ that no run is working on (a killed build's leftovers, "
                             "which the next run would otherwise resume)")
     prune.add_argument("--dry-run", action="store_true", help="print what would be deleted, delete nothing")
-    prune.set_defaults(run=prune_cache)
     return parser
 
 

@@ -326,6 +326,11 @@ def test_default_cache_dir_follows_distil_outputs(cache, capsys, monkeypatch, tm
     assert f"ok  teachers/{TEACHER}" in capsys.readouterr().out
 
 
+def test_options_before_the_command_work_too(cache, capsys):
+    assert main(["--cache-dir", str(cache), "--kind", "targets", "verify"]) == 0
+    assert capsys.readouterr().out.splitlines() == [f"ok  targets/{TARGETS}"]
+
+
 def test_help_has_examples(capsys):
     with pytest.raises(SystemExit) as exit_:
         main(["prune", "--help"])
