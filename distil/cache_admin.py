@@ -529,8 +529,8 @@ def plan_artifacts(root: Path, artifacts: list[Artifact], args: argparse.Namespa
                 break
             if lock_is_held(root, a.key):  # being rebuilt: it stays, try the next one
                 continue
-            plan[a.label] = Deletion(a.label, a.key, a.path, a.size, f"last used {ago(now - a.last_used)}, "
-                                     f"the least recently while over {human_size(args.max_size)}")
+            plan[a.label] = Deletion(a.label, a.key, a.path, a.size, f"least recently used, {ago(now - a.last_used)}; "
+                                     f"over the {human_size(args.max_size)} limit")
             total -= a.size
     return list(plan.values())
 
