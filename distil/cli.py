@@ -69,6 +69,11 @@ def predict_arguments(args: list[str]) -> list[str]:
 def main() -> None:
     from distil.overrides import CONFIG_DIR_ENV, check_overrides, with_config_dir_env
 
+    if sys.argv[1:2] == ["cache"]:
+        from distil.cache_admin import main as cache
+
+        sys.exit(cache(sys.argv[2:], prog="distil cache"))
+
     if sys.argv[1:2] == ["predict"]:
         from distil.predict import main as predict
 
