@@ -372,7 +372,8 @@ def test_console_scripts_on_a_real_cache(tmp_path):
     assert run(distil, "debug=smoke").returncode == 0
     listing = run(distil, "cache", "list")
     assert listing.returncode == 0, listing.stderr
-    assert "teachers  tiny-" in listing.stdout and "teacher tiny, logits only" in listing.stdout
+    assert "teachers  tiny-" in listing.stdout
+    assert "teacher tiny, toy, classification, layers -1, 108 examples" in listing.stdout
     assert "total: 2 artifact(s)" in listing.stdout
 
     verified = run(distil_cache, "verify")

@@ -17,7 +17,7 @@ from tests.conftest import compose_config
 from tests.test_cli import DISTIL, cache_files, distil_in_process
 
 PACKAGE_DATASETS = ("ag_news, bbc-news, conll2002, conll2003, dbpedia, elec, imdb, mnli, mrpc, qqp, sst2, "
-                    "toy, toy-ner, toy-pair, wikiann, wnut16")
+                    "toy, toy-ner, toy-pair, toy-sts, wikiann, wnut16")
 GOOD = ["the cat sat on the mat", "she reads books every day", "we went home early", "they like green apples"]
 BAD = ["cat the mat on sat", "books she every reads day", "home we early went the", "apples like they green"]
 
