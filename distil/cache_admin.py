@@ -5,7 +5,7 @@ The layout read here is the one distil/store.py writes:
 
     <root>/<kind>/<key>/manifest.json   a finished artifact; the manifest's mtime is its last use
     <root>/tmp/<key>/                   a build in progress, or what a killed build left (resumable)
-    <root>/locks/<key>.lock             held (fcntl.flock, exclusive) by whoever builds <key>
+    <root>/locks/<key>.lock             held (fcntl.flock) by whoever builds <key> (exclusive) or reads it (shared)
 
 Nothing here imports torch: listing a cache must be instant.
 """
@@ -527,7 +527,7 @@ def plan_artifacts(root: Path, artifacts: list[Artifact], args: argparse.Namespa
         for a in sorted(kept, key=lambda a: a.last_used):  # least recently used first
             if total <= args.max_size:
                 break
-            if lock_is_held(root, a.key):  # being rebuilt: it stays, try the next one
+            if lock_is_held(root, a.key):  # being rebuilt or read by a run: it stays, try the next one
                 continue
             plan[a.label] = Deletion(a.label, a.key, a.path, a.size, f"least recently used, {ago(now - a.last_used)}; "
                                      f"over the {human_size(args.max_size)} limit")
@@ -550,7 +550,7 @@ def delete(root: Path, deletion: Deletion, dry_run: bool) -> bool | None:
     """True if deleted (or would be), False if a run holds its lock, None if deleting failed."""
     with build_lock(root, deletion.key, create=not dry_run) as ours:
         if not ours:
-            print(f"skipped {deletion.label}: a run is building it (its lock is held)")
+            print(f"skipped {deletion.label}: a run is building or reading it (its lock is held)")
             return False
         if not dry_run:
             try:

@@ -7,7 +7,9 @@ time a run used the artifact.
 
 A build runs in `<root>/tmp/<key>/` while holding an exclusive lock on
 `<root>/locks/<key>.lock`: a second run that needs the same artifact waits and then reuses
-it. The build directory survives an interrupted build, so the next run resumes it (the
+it. A run that uses an artifact holds a shared lock on it until it ends, so `distil cache
+prune` (which needs the exclusive lock) never deletes what a running job reads. The build
+directory survives an interrupted build, so the next run resumes it (the
 builder decides what in it is complete). An artifact whose files disagree with its
 manifest is reported in one line; its intact files go back to the build directory and
 only what is missing is rebuilt.
@@ -49,6 +51,17 @@ def file_sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
+# lock file -> the open file holding this process's shared lock on it. One table for the
+# process, not per store: a sweep's cells each open a store on the same cache.
+_READ_LOCKS: dict[Path, Any] = {}
+
+
+def release_read_locks() -> None:
+    """Drop every read lock this process holds (they also go when it exits)."""
+    while _READ_LOCKS:
+        _READ_LOCKS.popitem()[1].close()
+
+
 @dataclass(frozen=True)
 class Artifact:
     key: str
@@ -60,6 +73,24 @@ class Artifact:
 class ArtifactStore:
     def __init__(self, root: str | Path):
         self.root = Path(root)
+
+    def _lock_path(self, key: str) -> Path:
+        path = self.root / "locks" / f"{key}.lock"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def _hold_shared(self, key: str) -> None:
+        """Keep a shared lock on `key` while this process may read it (released at exit)."""
+        path = self._lock_path(key).resolve()
+        if path not in _READ_LOCKS:
+            handle = path.open("a")
+            fcntl.flock(handle, fcntl.LOCK_SH)
+            _READ_LOCKS[path] = handle
+
+    def _release_shared(self, key: str) -> None:
+        handle = _READ_LOCKS.pop(self._lock_path(key).resolve(), None)
+        if handle is not None:
+            handle.close()  # closing the file drops its lock
 
     def key(self, name: str, spec: dict[str, Any]) -> str:
         return f"{name}-{spec_hash(spec)}"
@@ -86,32 +117,43 @@ class ArtifactStore:
         final = self.root / kind / key
         if final.exists() and self.verify(final) is None:
             return self._reuse(final)
+        self._release_shared(key)  # our own read lock would block the rebuild
         with self.lock(key):
-            if final.exists():  # built, or damaged, while we waited for the lock
-                problem = self.verify(final)
-                if problem is None:
-                    return self._reuse(final)
-                log.warning("cached %s %s is damaged (%s): rebuilding what is missing", kind, key, problem)
-                self._return_to_build(final, self.build_dir(key))
-            tmp = self.build_dir(key)
-            tmp.mkdir(parents=True, exist_ok=True)
-            try:
-                info = build(tmp)
-            except DistilError:
-                shutil.rmtree(tmp, ignore_errors=True)  # bad input: nothing worth resuming
-                raise
-            files = {
-                str(p.relative_to(tmp)): {"sha256": file_sha256(p), "bytes": p.stat().st_size}
-                for p in sorted(tmp.rglob("*"))
-                if p.is_file()
-            }
-            manifest = {"key": key, "kind": kind, "format": FORMAT_VERSION, "spec": spec,
-                        "describe": describe or {}, "info": info, "files": files,
-                        "created": time.strftime("%Y-%m-%dT%H:%M:%S")}
-            (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2, default=str))
-            final.parent.mkdir(parents=True, exist_ok=True)
-            os.replace(tmp, final)  # atomic: readers see nothing or a complete artifact
+            problem = self.verify(final) if final.exists() else None
+            built_meanwhile = final.exists() and problem is None  # by the run we waited for
+            if not built_meanwhile:
+                if problem is not None:
+                    log.warning("cached %s %s is damaged (%s): rebuilding what is missing", kind, key, problem)
+                    self._return_to_build(final, self.build_dir(key))
+                info = self._build(kind, key, spec, build, describe, final)
+        # Read locks are taken outside the exclusive one: a process holding both (on two open
+        # files) would wait for itself.
+        if built_meanwhile:
+            return self._reuse(final)
+        self._hold_shared(key)
         return Artifact(key, final, False, info)
+
+    def _build(self, kind: str, key: str, spec: dict[str, Any], build: Callable[[Path], dict[str, Any]],
+               describe: dict[str, Any] | None, final: Path) -> dict[str, Any]:
+        tmp = self.build_dir(key)
+        tmp.mkdir(parents=True, exist_ok=True)
+        try:
+            info = build(tmp)
+        except DistilError:
+            shutil.rmtree(tmp, ignore_errors=True)  # bad input: nothing worth resuming
+            raise
+        files = {
+            str(p.relative_to(tmp)): {"sha256": file_sha256(p), "bytes": p.stat().st_size}
+            for p in sorted(tmp.rglob("*"))
+            if p.is_file()
+        }
+        manifest = {"key": key, "kind": kind, "format": FORMAT_VERSION, "spec": spec,
+                    "describe": describe or {}, "info": info, "files": files,
+                    "created": time.strftime("%Y-%m-%dT%H:%M:%S")}
+        (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2, default=str))
+        final.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(tmp, final)  # atomic: readers see nothing or a complete artifact
+        return info
 
     def build_dir(self, key: str) -> Path:
         return self.root / "tmp" / key
@@ -119,9 +161,7 @@ class ArtifactStore:
     @contextmanager
     def lock(self, key: str) -> Iterator[None]:
         """Exclusive, across processes, for one key; released if the process dies."""
-        path = self.root / "locks" / f"{key}.lock"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with path.open("a") as handle:
+        with self._lock_path(key).open("a") as handle:
             try:
                 fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
@@ -133,6 +173,7 @@ class ArtifactStore:
                 fcntl.flock(handle, fcntl.LOCK_UN)
 
     def _reuse(self, final: Path) -> Artifact:
+        self._hold_shared(final.name)
         manifest_path = final / MANIFEST
         manifest = json.loads(manifest_path.read_text())
         os.utime(manifest_path)  # last used: `distil cache prune --older-than` reads it

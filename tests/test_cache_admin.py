@@ -235,7 +235,7 @@ def test_prune_never_deletes_a_locked_artifact(cache, capsys):
     finally:
         lock.release()
     assert code == 0 and TARGETS in keys(cache)
-    assert out.splitlines() == [f"skipped targets/{TARGETS}: a run is building it (its lock is held)",
+    assert out.splitlines() == [f"skipped targets/{TARGETS}: a run is building or reading it (its lock is held)",
                                 f"deleted 0, freed 0B; 1 in use, kept; artifacts left: {human_size(on_disk(cache))}"]
 
 

@@ -3,7 +3,7 @@
 import pytest
 
 from distil.errors import DistilError
-from distil.store import ArtifactStore
+from distil.store import ArtifactStore, release_read_locks
 
 
 def writer(calls):
@@ -95,3 +95,27 @@ def test_a_second_process_waits_for_the_build_and_reuses_it(tmp_path):
     second = ArtifactStore(tmp_path).get_or_build("things", "x", {"s": 1}, lambda out: pytest.fail("built twice"))
     first.join(30)
     assert first.exitcode == 0 and second.reused and second.info == {"by": "first"}
+
+
+def test_a_run_holds_a_read_lock_on_what_it_uses(tmp_path):
+    """While a run uses an artifact, another process cannot take its exclusive lock (so
+    `distil cache prune` keeps it); the lock goes with the run."""
+    import subprocess
+    import sys
+
+    probe = ("import fcntl, sys; f = open(sys.argv[1], 'a')\n"
+             "try:\n    fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB); print('free')\n"
+             "except BlockingIOError:\n    print('held')")
+
+    def state(key):
+        lock = tmp_path / "locks" / f"{key}.lock"
+        return subprocess.run([sys.executable, "-c", probe, str(lock)], capture_output=True, text=True).stdout.strip()
+
+    store = ArtifactStore(tmp_path)
+    art = store.get_or_build("things", "x", {"seed": 1}, writer([]))
+    assert state(art.key) == "held"
+    release_read_locks()
+    assert state(art.key) == "free"
+    reader = ArtifactStore(tmp_path)
+    assert reader.get_or_build("things", "x", {"seed": 1}, writer([])).reused
+    assert state(art.key) == "held"
