@@ -40,6 +40,10 @@ def test_distil_end_to_end(tmp_path):
         assert 0.0 <= metrics[model]["test"]["accuracy"] <= 1.0
         assert metrics[model]["params"] > 0
     assert metrics["speed"]["teacher_ex_per_s"] > 0 and metrics["speed"]["student_ex_per_s"] > 0
+    # the teacher's score on every labeled split and its prediction variance on all four, from the cache
+    assert set(metrics["teacher"]) >= {"labeled", "dev", "test", "diagnostics"}
+    assert set(metrics["teacher"]["diagnostics"]) == {"labeled", "transfer", "dev", "test"}
+    assert metrics["teacher"]["diagnostics"]["transfer"]["max_prediction_variance"] == pytest.approx(2 / 9)
     assert [s["name"] for s in metrics["student"]["stages"]] == ["S1"]
     assert metrics["student"]["stages"][0]["batch_size"] == 12  # the student's setting beats trainer's 16
     assert (metrics_files[0].parent / "student" / "model.safetensors").is_file()
@@ -52,15 +56,20 @@ def test_distil_end_to_end(tmp_path):
 
 
 def test_multirun_and_report(tmp_path):
-    run([DISTIL, "-m", "debug=smoke", "schedule=d0,hard"], cwd=tmp_path)
+    """A sweep over schedules with and without representation losses runs the teacher once."""
+    sweep = run([DISTIL, "-m", "debug=smoke", "schedule=hard,d0,d4.1"], cwd=tmp_path)
     sweeps = list((tmp_path / "outputs" / "multirun").glob("*/*"))
     assert len(sweeps) == 1
     cells = sorted(p.parent.name for p in sweeps[0].rglob("metrics.json"))
-    assert cells == ["0", "1"]
+    assert cells == ["0", "1", "2"]
+    ran = [json.loads((sweeps[0] / cell / "metrics.json").read_text())["artifacts"]["teacher_ran"] for cell in cells]
+    assert ran == [True, False, False]
+    log = sweep.stdout + sweep.stderr
+    assert log.count("reusing cached teacher targets") == 2 and log.count("cached teacher targets in") == 1
 
     result = run([REPORT, str(sweeps[0])], cwd=tmp_path)
     table = pd.read_csv(sweeps[0] / "table.csv")
-    assert sorted(table["schedule"]) == ["d0", "hard"]
+    assert sorted(table["schedule"]) == ["d0", "d4.1", "hard"]
     assert table["student_test"].between(0, 100).all() and set(table["metric"]) == {"accuracy"}
     markdown = (sweeps[0] / "table.md").read_text()
     assert markdown.splitlines()[0].split("|")[1].strip() == "run" and "hard" in markdown

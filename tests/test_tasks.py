@@ -205,3 +205,19 @@ def test_hub_path_maps_class_label_ids_to_names(tmp_path):
     splits = load_raw_splits(cfg, ".", hub_offline=False)
     assert splits["train"]["label"][:] == ["neg", "pos"] * 3
     assert splits["test"]["text"][0] == "test 0"
+
+
+def test_teacher_prediction_variance_as_mukherjee_table9():
+    """Var<p_1(x_i) .. p_C(x_i)> averaged over examples, read chunk by chunk, beside its maximum."""
+    classification = get_task("classification")
+    confident, unsure = torch.tensor([[50.0, -50.0]]), torch.tensor([[0.0, 0.0]])
+    # (1, 0) has variance 1/4, (1/2, 1/2) has 0: the mean over the two examples is 1/8
+    assert classification.diagnostics(iter([confident, unsure])) == {
+        "prediction_variance": pytest.approx(0.125), "max_prediction_variance": 0.25}
+    # the maxima of Table 9: 0.250 (2 classes), 0.188 (AG News, 4), 0.066 (DBpedia, 14)
+    for classes, table9 in ((4, 0.188), (14, 0.066)):
+        one_hot = torch.nn.functional.one_hot(torch.tensor([0]), classes).float() * 100
+        result = classification.diagnostics(iter([one_hot]))
+        assert round(result["max_prediction_variance"] + 1e-12, 3) == table9  # Table 9 rounds to 3 places
+        assert result["prediction_variance"] == pytest.approx(result["max_prediction_variance"])
+    assert get_task("tagging").diagnostics(iter([torch.zeros(3, 5)])) == {}
