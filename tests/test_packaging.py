@@ -1,0 +1,35 @@
+"""`pip install .` (a real wheel, not an editable install) gives a working `distil` anywhere."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def test_wheel_install_runs_from_another_directory(tmp_path):
+    venv = tmp_path / "venv"
+    # the venv sees the installed dependencies (torch, transformers, ...), but distil itself
+    # comes from the wheel built here, which shadows any editable install
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True)
+    source = tmp_path / "source"  # a copy, so the build leaves nothing in the checkout (as pip install . would)
+    shutil.copytree(REPO, source, ignore=shutil.ignore_patterns("outputs", ".git", "*.egg-info", "build",
+                                                                "__pycache__", ".pytest_cache"), symlinks=True)
+    subprocess.run([venv / "bin" / "pip", "install", "-q", "--no-deps", str(source)],
+                   check=True, capture_output=True)
+    shutil.rmtree(source)  # nothing may be read from a source tree any more
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+    env.pop("DISTIL_CONFIG_DIR", None)
+    where = subprocess.run([venv / "bin" / "python", "-c", "import distil; print(distil.__file__)"], cwd=elsewhere,
+                           env=env, capture_output=True, text=True, check=True).stdout
+    assert where.startswith(str(venv)), where
+    run = subprocess.run([venv / "bin" / "distil", "debug=smoke", "+experiment=smoke-pair"], cwd=elsewhere, env=env,
+                         capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr
+    metrics = json.loads(next((elsewhere / "outputs" / "runs").rglob("metrics.json")).read_text())
+    assert metrics["status"] == "ok" and metrics["choices"]["dataset"] == "toy-pair"
