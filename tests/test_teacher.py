@@ -232,3 +232,16 @@ def test_finetuning_killed_after_an_epoch_resumes_from_its_checkpoint(smoke_cfg,
     ours = load_file(resumed.path / "model.safetensors")
     theirs = load_file(reference.path / "model.safetensors")
     assert all(torch.equal(ours[k], theirs[k]) for k in theirs)
+
+
+def test_reading_thousands_of_shards_keeps_few_files_open(smoke_cfg, monkeypatch):
+    from distil.teacher.cache import SplitTargets
+
+    monkeypatch.setattr(SplitTargets, "MAX_OPEN", 2)
+    cfg = smoke_cfg("teacher.shard_size=4")
+    *_, targets = teacher_and_targets(cfg)
+    view = open_targets(targets)["transfer"]  # 36 examples: 9 shards
+    everything = view.all_logits()
+    source = view.parts[0][0]
+    assert sum(shard._fd is not None for shard in source._shards.values()) == 2
+    assert torch.equal(view.logits([35, 0, 17]), everything[[35, 0, 17]])  # closed shards reopen

@@ -25,6 +25,7 @@ import json
 import logging
 import os
 import struct
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -180,7 +181,13 @@ class Shard:
 
 
 class SplitTargets:
-    """One split of a targets artifact, opened lazily shard by shard."""
+    """One split of a targets artifact, opened lazily shard by shard.
+
+    Headers and offsets stay loaded (a few bytes an example); open file descriptors are kept
+    for the MAX_OPEN most recently read shards only, so a transfer set of thousands of shards
+    never runs into the process's limit on open files."""
+
+    MAX_OPEN = 128
 
     def __init__(self, directory: Path, layout: dict, split: str):
         entry = layout["splits"][split]
@@ -190,12 +197,18 @@ class SplitTargets:
         self._files = [directory / s["file"] for s in entry["shards"]]
         self._starts = np.asarray([s["start"] for s in entry["shards"]], dtype=np.int64)
         self._shards: dict[int, Shard] = {}
+        self._open: OrderedDict[int, None] = OrderedDict()  # shards holding a descriptor, oldest first
 
     def row(self, name: str, row: int) -> np.ndarray:
         index = int(np.searchsorted(self._starts, row, side="right") - 1)
         if index not in self._shards:
             self._shards[index] = Shard(self._files[index])
-        return self._shards[index].rows(name, row - int(self._starts[index]), self.per_token)
+        values = self._shards[index].rows(name, row - int(self._starts[index]), self.per_token)
+        self._open[index] = None
+        self._open.move_to_end(index)
+        if len(self._open) > self.MAX_OPEN:
+            self._shards[self._open.popitem(last=False)[0]].close()
+        return values
 
 
 class MemoryTargets:
