@@ -133,6 +133,7 @@ def test_help_lists_groups(tmp_path, monkeypatch, capsys):
     code, out, _ = distil_in_process(["--help"], tmp_path, monkeypatch, capsys)
     assert code == 0
     assert "schedule: bilstm-soft, d0, d0-s, d1, d2" in out and "distil-report" in out
+    assert "experiment: smoke-pair, sst2-low" in out and "distil cache list | verify | prune" in out
 
 
 def test_a_failing_sweep_cell_does_not_stop_the_sweep(tmp_path, monkeypatch, capsys):
