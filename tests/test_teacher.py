@@ -245,3 +245,27 @@ def test_reading_thousands_of_shards_keeps_few_files_open(smoke_cfg, monkeypatch
     source = view.parts[0][0]
     assert sum(shard._fd is not None for shard in source._shards.values()) == 2
     assert torch.equal(view.logits([35, 0, 17]), everything[[35, 0, 17]])  # closed shards reopen
+
+
+@pytest.mark.parametrize("policy,task,needed,expected", [
+    ("auto", "classification", False, -1),  # [CLS] vectors are small: every schedule shares one cache
+    ("auto", "tagging", False, None),  # per-token states only when a schedule compares them
+    ("auto", "tagging", True, -1),
+    ("needed", "classification", False, None),
+    ("needed", "pair", True, -1),
+])
+def test_which_layer_the_cache_holds(smoke_cfg, policy, task, needed, expected):
+    from distil.pipeline import layer_to_cache
+    from distil.tasks import get_task
+
+    cfg = smoke_cfg(f"teacher.cache_layer={policy}")
+    assert layer_to_cache(cfg.teacher, get_task(task), needed) == expected
+
+
+def test_unknown_cache_layer_policy_is_one_clear_error(smoke_cfg):
+    from distil.errors import DistilError
+    from distil.pipeline import layer_to_cache
+    from distil.tasks import get_task
+
+    with pytest.raises(DistilError, match="teacher.cache_layer 'always' is unknown; use one of: auto, needed"):
+        layer_to_cache(smoke_cfg("teacher.cache_layer=always").teacher, get_task("classification"), False)
