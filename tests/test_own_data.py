@@ -78,11 +78,11 @@ def test_package_entries_on_the_search_path(tmp_path):
 def test_experiment_presets_are_checked_including_the_users(tmp_path):
     assert check_overrides(["+experiment=sst2-low"], CONF_DIR) is None
     assert check_overrides(["+experiment=sst2-lo"], CONF_DIR) == (
-        "unknown experiment 'sst2-lo'; choose one of: sst2-low")
+        "unknown experiment 'sst2-lo'; choose one of: smoke-pair, sst2-low")
     (tmp_path / "experiment").mkdir()
     (tmp_path / "experiment" / "cola-quick.yaml").write_text("# @package _global_\ntrainer: {epochs: 1}\n")
     assert check_overrides([f"hydra.searchpath=[file://{tmp_path}]", "+experiment=nope"], CONF_DIR) == (
-        "unknown experiment 'nope'; choose one of: cola-quick, sst2-low")
+        "unknown experiment 'nope'; choose one of: cola-quick, smoke-pair, sst2-low")
 
 
 def test_environment_directories_join_the_users_searchpath(tmp_path):
@@ -239,7 +239,7 @@ def test_borrowed_dataset_with_own_files_map_and_name(tmp_path, monkeypatch, cap
                                                  "one of: 0, 1, 2, 3"),
     (["dataset=mine", "dataset.files.train=scores.tsv"], "label column '1' holds 4 distinct numbers from 0 to 4.6, "
                                                          "scores rather than classes; set dataset.task=regression"),
-    (["+experiment=mine"], "unknown experiment 'mine'; choose one of: sst2-low"),
+    (["+experiment=mine"], "unknown experiment 'mine'; choose one of: smoke-pair, sst2-low"),
 ])
 def test_own_data_mistakes_are_one_line(tmp_path, monkeypatch, capsys, args, message):
     conf = user_conf(tmp_path)
