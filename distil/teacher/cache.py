@@ -101,7 +101,8 @@ def write_targets(out: Path, task: Task, prepared: dict[str, PreparedSplit], lay
                 model, tokenizer = teacher
                 start, end = bounds[index]
                 logits, hidden = run_teacher(model, task, examples, np.arange(start, end), tokenizer.pad_token_id,
-                                             batch_size, layer, progress=lambda n, bar=bar: progress.advance(bar, n))
+                                             batch_size, layer, progress=lambda n, bar=bar: progress.advance(bar, n),
+                                             dtype=torch.float16)
                 tensors = shard_tensors(logits, hidden, task.per_token)
                 path = out / shard_name(split, index)
                 partial = path.with_suffix(".partial")
@@ -122,7 +123,7 @@ def shard_tensors(logits: list[torch.Tensor], hidden: list[torch.Tensor] | None,
 
 
 def _rows(rows: list[torch.Tensor], joined: bool) -> torch.Tensor:
-    return (torch.cat(rows) if joined else torch.stack(rows)).half()
+    return (torch.cat(rows) if joined else torch.stack(rows)).half()  # already fp16: no copy from .half()
 
 
 def _offsets(rows: list[torch.Tensor]) -> torch.Tensor:
