@@ -82,7 +82,7 @@ def test_memory_phases_run_in_fresh_processes(tmp_path):
     assert cache["disk_bytes"] > cache["words"] * 32 * 2  # fp16 hidden at every word's first wordpiece, at least
     for phase in (cache, train):
         assert phase["peak_rss_bytes"] >= phase["rss_before_phase_bytes"] > 0
-    assert train["batches"] == 1 and math.isfinite(train["last_loss"])
+    assert train["batches"] == train["epoch_batches"] == 1 and math.isfinite(train["last_loss"])
 
 
 def test_sweep_counts_the_cells_that_ran_the_teacher(tmp_path):
@@ -104,7 +104,7 @@ def fabricated(vs_fixed=4.0, identical=True, peak=1.0):
                    "cache": {"disk_bytes": 3 * 2**30, "files": 3, "words": 2000, "seconds": 10,
                              "peak_rss_bytes": int(peak * 2**30), "rss_before_phase_bytes": 2**28},
                    "train": {"peak_rss_bytes": int(2.5 * 2**30), "rss_before_phase_bytes": 2**28, "batches": 4,
-                             "batch_size": 32, "seconds": 5}},
+                             "epoch_batches": 4, "batch_size": 32, "seconds": 5}},
         "sweep": {"cells": 6, "ran_by_metrics": 1, "ran_by_log": 1, "reusing_cells_by_log": 5, "seconds": 30,
                   "command": "distil -m debug=smoke"},
     }
