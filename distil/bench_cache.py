@@ -481,7 +481,7 @@ def sweep_teacher_runs(workdir: Path, schedules: Sequence[str] = SWEEP_SCHEDULES
     console_lines = sum(REUSE_LINE in line for line in (done.stdout + done.stderr).splitlines())
     return {"cells": len(cells), "ran_by_metrics": ran_by_metrics, "reusing_cells_by_log": reusing,
             "ran_by_log": len(cells) - reusing, "reuse_lines_in_console": console_lines, "seconds": seconds,
-            "command": " ".join(["distil", *command[len(distil_command()):]])}
+            "command": " ".join(["distil", *command[len(distil_command()):]]).replace(str(workdir), "<tmp>")}
 
 
 # ------------------------------------------------------------------------------ checks and output
@@ -590,7 +590,8 @@ def notes(args: argparse.Namespace, results: dict) -> list[str]:
             f"hidden states only at each word's first wordpiece (what the representation losses compare). "
             f"Peak RSS is each phase's own: VmHWM of a fresh process, imports and tokenisation included.")
     if "sweep" in results:
-        lines.append(f"4. `{results['sweep']['command']}` in a temporary directory, starting from an empty cache.")
+        lines.append(f"4. `{results['sweep']['command']}`, run in a temporary directory <tmp>, starting from an "
+                     f"empty cache.")
     return lines
 
 
