@@ -584,7 +584,9 @@ def notes(args: argparse.Namespace, results: dict) -> list[str]:
         lines.append(
             f"3. teacher: randomly initialised BERT of width {r['width']} holding all {BERT_BASE_LAYERS} "
             f"layers' weights in memory (as bert-base), its forward running {r['layers']} of them to keep the "
-            f"run short (the cache's size and the training memory do not depend on the depth), "
+            f"run short: the cache's size and the training memory do not depend on the depth, but a full-depth "
+            f"forward with output_hidden_states (as run_teacher asks) also holds every layer's output of a batch, "
+            f"+{(BERT_BASE_LAYERS - r['layers']) * 64 * 128 * r['width'] * 4 / GIB:.2f} GiB at 64 x 128 tokens; "
             f"{args.teacher}'s 30k-wordpiece vocabulary; tagging task, real English Wikipedia sentences split "
             f"on whitespace, tags dropped as in a transfer set; layer -1 cached. The cache stores per-token "
             f"hidden states only at each word's first wordpiece (what the representation losses compare). "
