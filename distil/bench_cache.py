@@ -155,12 +155,12 @@ def _cache_in_data_order(model, task, split, pad_id: int, batch_size: int, layer
                     mask = F.pad(mask, (0, width - mask.shape[1]), value=0)
                 output = model(input_ids=ids, attention_mask=mask, output_hidden_states=layer is not None)
                 states = output.hidden_states[layer] if layer is not None else None
-                for k, row in enumerate(batch):
+                for k, row in enumerate(batch):  # per example, as run_teacher: fp16 rows
                     length = int(lengths[row])
-                    logits.append(output.logits[k, :length].float() if task.per_token else output.logits[k].float())
+                    logits.append((output.logits[k, :length] if task.per_token else output.logits[k]).half())
                     if states is not None:
                         positions = torch.from_numpy(task.hidden_positions(split, int(row)))
-                        hidden.append(states[k, positions].float())
+                        hidden.append(states[k, positions].half())
             save_file(shard_tensors(logits, hidden if layer is not None else None, task.per_token),
                       out / shard_name(split.name, index))
 
