@@ -541,7 +541,8 @@ def build_checks(results: dict) -> list[Check]:
                             f"{cache['files']} files"))
         checks.append(Check("100k per-token transfer set: peak RSS while caching", "< 2 GiB",
                             cache["peak_rss_bytes"] / GIB, "GiB", verdict(cache["peak_rss_bytes"] < 2 * GIB),
-                            f"{r['layers']}-layer random {r['width']}-d teacher; {cache['seconds']:.0f} s; "
+                            f"random {r['width']}-d teacher, {BERT_BASE_LAYERS} layers held, {r['layers']} run; "
+                            f"{cache['seconds']:.0f} s; "
                             f"{cache['rss_before_phase_bytes'] / GIB:.2f} GiB after imports"))
         checks.append(Check("100k per-token transfer set: peak RSS while training", "< 2 GiB",
                             train["peak_rss_bytes"] / GIB, "GiB", verdict(train["peak_rss_bytes"] < 2 * GIB),
