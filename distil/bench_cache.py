@@ -139,7 +139,7 @@ def _cache_in_data_order(model, task, split, pad_id: int, batch_size: int, layer
     import torch.nn.functional as F
     from safetensors.torch import save_file
 
-    from distil.teacher.cache import shard_name, shard_tensors
+    from distil.teacher.cache import shard_name
 
     out.mkdir(parents=True, exist_ok=True)
     lengths = split.ids.lengths()
@@ -161,8 +161,25 @@ def _cache_in_data_order(model, task, split, pad_id: int, batch_size: int, layer
                     if states is not None:
                         positions = torch.from_numpy(task.hidden_positions(split, int(row)))
                         hidden.append(states[k, positions].half())
-            save_file(shard_tensors(logits, hidden if layer is not None else None, task.per_token),
+            save_file(_baseline_tensors(logits, hidden if layer is not None else None, task.per_token),
                       out / shard_name(split.name, index))
+
+
+def _baseline_tensors(logits: list, hidden: list | None, per_token: bool) -> dict:
+    """The runner's shard layout, from per-example rows (the baselines' simple way to get it)."""
+    import torch
+
+    def offsets(rows):
+        return torch.tensor([0] + [len(r) for r in rows], dtype=torch.int64).cumsum(0)
+
+    tensors = {"logits": torch.cat(logits) if per_token else torch.stack(logits)}
+    if per_token:
+        tensors["offsets"] = offsets(logits)
+    if hidden is not None:
+        tensors["hidden"] = torch.cat(hidden)
+        if per_token:
+            tensors["hidden_offsets"] = offsets(hidden)
+    return {k: v.contiguous() for k, v in tensors.items()}
 
 
 def _shard_logits(directory: Path, split: str) -> np.ndarray:

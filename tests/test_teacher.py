@@ -127,18 +127,18 @@ def test_damaged_shard_is_reported_and_only_it_is_rebuilt(smoke_cfg, caplog, dam
         return load_finetuned(teacher.path, task)
 
     calls = []
-    original_run = run_teacher
+    import distil.teacher.cache as cache_module
+    original_shard = cache_module.compute_shard
 
     def counting(model, task_, split, rows, *args, **kwargs):
         calls.append((split.name, int(rows[0])))
-        return original_run(model, task_, split, rows, *args, **kwargs)
+        return original_shard(model, task_, split, rows, *args, **kwargs)
 
-    import distil.teacher.cache as cache_module
-    cache_module.run_teacher, saved = counting, cache_module.run_teacher
+    cache_module.compute_shard = counting
     try:
         rebuilt = ensure_targets(cfg.teacher, teacher, task, data, prepared, store, None, load)
     finally:
-        cache_module.run_teacher = saved
+        cache_module.compute_shard = original_shard
     assert not rebuilt.reused and rebuilt.key == targets.key
     assert calls == [("transfer", 10)]  # only the damaged shard ran through the teacher again
     assert shard_bytes(rebuilt) == original

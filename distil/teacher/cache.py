@@ -34,12 +34,12 @@ import torch
 from safetensors.torch import save_file
 
 from distil.config import TeacherConfig
+from distil.data.batching import length_sorted_batches
 from distil.data.prepared import PreparedSplit
 from distil.data.split import SPLITS, TaskData
 from distil.progress import progress_bar
 from distil.store import Artifact, ArtifactStore
 from distil.tasks import Task
-from distil.teacher.inference import run_teacher
 
 log = logging.getLogger(__name__)
 
@@ -100,34 +100,54 @@ def write_targets(out: Path, task: Task, prepared: dict[str, PreparedSplit], lay
                     teacher = load_teacher()
                 model, tokenizer = teacher
                 start, end = bounds[index]
-                logits, hidden = run_teacher(model, task, examples, np.arange(start, end), tokenizer.pad_token_id,
-                                             batch_size, layer, progress=lambda n, bar=bar: progress.advance(bar, n),
-                                             dtype=torch.float16)
-                tensors = shard_tensors(logits, hidden, task.per_token)
+                tensors = compute_shard(model, task, examples, np.arange(start, end), tokenizer.pad_token_id,
+                                        batch_size, layer, progress=lambda n, bar=bar: progress.advance(bar, n))
                 path = out / shard_name(split, index)
                 partial = path.with_suffix(".partial")
                 save_file(tensors, partial)
                 os.replace(partial, path)  # a shard under its final name is complete
+                del tensors  # the next shard is computed without this one alive
     return layout
 
 
-def shard_tensors(logits: list[torch.Tensor], hidden: list[torch.Tensor] | None, per_token: bool) -> dict:
-    tensors = {"logits": _rows(logits, per_token)}
-    if per_token:
-        tensors["offsets"] = _offsets(logits)
-    if hidden is not None:
-        tensors["hidden"] = _rows(hidden, True)  # [positions, H] per example; [CLS] is one: [n, H]
-        if per_token:
-            tensors["hidden_offsets"] = _offsets(hidden)
-    return {k: v.contiguous() for k, v in tensors.items()}
+@torch.inference_mode()
+def compute_shard(model, task: Task, split: PreparedSplit, rows: np.ndarray, pad_id: int, batch_size: int,
+                  layer: int | None, progress=None) -> dict[str, torch.Tensor]:
+    """The shard's tensors, each batch written straight into one fp16 buffer per tensor.
+
+    Sizes are known before the teacher runs (lengths, and the task's hidden positions), so
+    nothing is allocated per example: thousands of small per-example tensors between each
+    batch's large activations fragment the heap and make memory creep from shard to shard."""
+    model.eval()
+    lengths = split.ids.lengths()[rows]
+    logit_offsets = _offsets(lengths if task.per_token else np.ones(len(rows), dtype=np.int64))
+    tensors = {"logits": torch.empty((int(logit_offsets[-1]), model.config.num_labels), dtype=torch.float16)}
+    if layer is not None:
+        positions = [task.hidden_positions(split, int(row)) for row in rows]
+        hidden_offsets = _offsets(np.asarray([len(p) for p in positions], dtype=np.int64))
+        tensors["hidden"] = torch.empty((int(hidden_offsets[-1]), model.config.hidden_size), dtype=torch.float16)
+    for batch in length_sorted_batches(lengths, batch_size):
+        ids, mask = split.ids.pad(rows[batch], pad_id)
+        out = model(input_ids=ids, attention_mask=mask, output_hidden_states=layer is not None)
+        for k, local in enumerate(batch):
+            first, last = logit_offsets[local], logit_offsets[local + 1]
+            tensors["logits"][first:last] = out.logits[k, : lengths[local]] if task.per_token else out.logits[k]
+            if layer is not None:
+                first, last = hidden_offsets[local], hidden_offsets[local + 1]
+                tensors["hidden"][first:last] = out.hidden_states[layer][k, torch.from_numpy(positions[local])]
+        if progress is not None:
+            progress(len(batch))
+    if task.per_token:  # one row per example otherwise: no offsets needed
+        tensors["offsets"] = torch.from_numpy(logit_offsets)
+        if layer is not None:
+            tensors["hidden_offsets"] = torch.from_numpy(hidden_offsets)
+    return tensors
 
 
-def _rows(rows: list[torch.Tensor], joined: bool) -> torch.Tensor:
-    return (torch.cat(rows) if joined else torch.stack(rows)).half()  # already fp16: no copy from .half()
-
-
-def _offsets(rows: list[torch.Tensor]) -> torch.Tensor:
-    return torch.tensor([0] + [len(r) for r in rows], dtype=torch.int64).cumsum(0)
+def _offsets(counts: np.ndarray) -> np.ndarray:
+    offsets = np.zeros(len(counts) + 1, dtype=np.int64)
+    np.cumsum(counts, out=offsets[1:])
+    return offsets
 
 
 # --- reading -----------------------------------------------------------------------------
