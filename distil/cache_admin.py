@@ -28,7 +28,7 @@ from datetime import datetime
 from pathlib import Path
 
 from distil.errors import DistilError
-from distil.store import MANIFEST, file_sha256
+from distil.store import MANIFEST, file_problem
 
 PROG = "distil-cache"
 NOT_KINDS = {"tmp", "locks"}  # every other directory under the root holds one kind of artifact
@@ -233,29 +233,8 @@ def problems_in(artifact: Artifact) -> list[str]:
     Files the manifest does not list are not part of the artifact and are ignored."""
     if artifact.manifest is None:
         return [artifact.manifest_problem or f"unreadable {MANIFEST}"]
-    problems = []
-    for rel, meta in artifact.manifest["files"].items():
-        file = artifact.path / rel
-        try:
-            expected_bytes, expected_sha = int(meta["bytes"]), str(meta["sha256"])
-        except (TypeError, KeyError, ValueError):
-            problems.append(f"unreadable {MANIFEST} (entry for {rel})")
-            continue
-        try:
-            size = file.stat().st_size
-            if not file.is_file():
-                problems.append(f"missing {rel}")
-            elif size < expected_bytes:
-                problems.append(f"{rel} is truncated ({size} of {expected_bytes} bytes)")
-            elif size > expected_bytes:
-                problems.append(f"{rel} has {size} bytes, not {expected_bytes}")
-            elif file_sha256(file) != expected_sha:
-                problems.append(f"checksum mismatch in {rel}")
-        except FileNotFoundError:
-            problems.append(f"missing {rel}")
-        except OSError as error:
-            problems.append(f"cannot read {rel} ({error.strerror})")
-    return problems
+    return [problem for rel, meta in artifact.manifest["files"].items()
+            if (problem := file_problem(artifact.path, rel, meta))]
 
 
 def verdict(artifact: Artifact, problems: list[str]) -> str:

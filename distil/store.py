@@ -196,9 +196,7 @@ class ArtifactStore:
             files = json.loads((path / MANIFEST).read_text())["files"]
         except (OSError, json.JSONDecodeError, KeyError):
             return [str(p.relative_to(path)) for p in path.rglob("*") if p.is_file()]
-        return [rel for rel, meta in files.items()
-                if not (path / rel).is_file() or (path / rel).stat().st_size != meta["bytes"]
-                or file_sha256(path / rel) != meta["sha256"]]
+        return [rel for rel, meta in files.items() if file_problem(path, rel, meta) is not None]
 
     @staticmethod
     def verify(path: Path) -> str | None:
@@ -210,12 +208,28 @@ class ArtifactStore:
             files = json.loads(manifest_path.read_text())["files"]
         except (json.JSONDecodeError, KeyError):
             return "unreadable manifest"
-        for rel, meta in files.items():
-            file = path / rel
-            if not file.is_file():
-                return f"missing {rel}"
-            if file.stat().st_size != meta["bytes"]:
-                return f"{rel} is truncated ({file.stat().st_size} of {meta['bytes']} bytes)"
-            if file_sha256(file) != meta["sha256"]:
-                return f"checksum mismatch in {rel}"
-        return None
+        return next((problem for rel, meta in files.items() if (problem := file_problem(path, rel, meta))), None)
+
+
+def file_problem(artifact: Path, rel: str, meta: dict) -> str | None:
+    """What is wrong with one file of an artifact against its manifest entry, or None."""
+    file = artifact / rel
+    try:
+        expected_bytes, expected_sha = int(meta["bytes"]), str(meta["sha256"])
+    except (TypeError, KeyError, ValueError):
+        return f"unreadable {MANIFEST} (entry for {rel})"
+    try:
+        size = file.stat().st_size
+        if not file.is_file():
+            return f"missing {rel}"
+        if size < expected_bytes:
+            return f"{rel} is truncated ({size} of {expected_bytes} bytes)"
+        if size > expected_bytes:
+            return f"{rel} has {size} bytes, not {expected_bytes}"
+        if file_sha256(file) != expected_sha:
+            return f"checksum mismatch in {rel}"
+    except FileNotFoundError:
+        return f"missing {rel}"
+    except OSError as error:
+        return f"cannot read {rel} ({error.strerror})"
+    return None

@@ -41,10 +41,6 @@ def pad_labels(sequences: Sequence[Sequence[int]], width: int, fill: int = -100)
 Example = Sequence[int] | tuple[Sequence[int], Sequence[int]]  # one sequence, or a pair read apart
 
 
-def example_length(example: Example) -> int:
-    return max(len(part) for part in example) if isinstance(example, tuple) else len(example)
-
-
 def model_inputs(examples: Sequence[Example], pad_id: int = 0) -> tuple[torch.Tensor, ...]:
     """What a student's forward takes: (ids, mask), or (ids_a, mask_a, ids_b, mask_b) for a
     pair whose sentences are encoded apart (siamese students)."""

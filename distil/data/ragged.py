@@ -11,6 +11,8 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 import torch
 
+from distil.data.batching import pad
+
 
 class Ragged:
     def __init__(self, values: np.ndarray, offsets: np.ndarray):
@@ -63,14 +65,7 @@ class Ragged:
 
     def pad(self, rows: Sequence[int], pad_id: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
         """(ids [B, longest], attention mask) for these rows, right-padded."""
-        lengths = self.offsets[np.asarray(rows) + 1] - self.offsets[np.asarray(rows)]
-        width = int(lengths.max()) if len(rows) else 0
-        ids = np.full((len(rows), width), pad_id, dtype=np.int64)
-        mask = np.zeros((len(rows), width), dtype=np.int64)
-        for k, row in enumerate(rows):
-            ids[k, : lengths[k]] = self[row]
-            mask[k, : lengths[k]] = 1
-        return torch.from_numpy(ids), torch.from_numpy(mask)
+        return pad([self[row] for row in rows], pad_id)
 
 
 class RaggedPair:

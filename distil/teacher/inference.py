@@ -12,11 +12,10 @@ from distil.tasks import Task
 
 @torch.inference_mode()
 def run_teacher(model, task: Task, split: PreparedSplit, rows: np.ndarray, pad_id: int, batch_size: int,
-                layer: int | None = None, progress=None,
-                dtype: torch.dtype = torch.float32) -> tuple[list[torch.Tensor], list[torch.Tensor] | None]:
-    """For each of `rows`, in that order: logits ([C], or [len, C] per wordpiece) and, when
-    `layer` is given, that layer at the task's hidden positions ([positions, H]), as `dtype`
-    (the cache asks for fp16 at once: a shard of per-token states in fp32 is twice the memory)."""
+                layer: int | None = None, progress=None) -> tuple[list[torch.Tensor], list[torch.Tensor] | None]:
+    """For each of `rows`, in that order: fp32 logits ([C], or [len, C] per wordpiece) and, when
+    `layer` is given, that layer at the task's hidden positions ([positions, H]). The cache
+    writes its shards with `distil.teacher.cache.compute_shard` instead (fp16 buffers)."""
     model.eval()
     lengths = split.ids.lengths()[rows]
     logits: list[torch.Tensor | None] = [None] * len(rows)
@@ -27,10 +26,10 @@ def run_teacher(model, task: Task, split: PreparedSplit, rows: np.ndarray, pad_i
         states = out.hidden_states[layer] if layer is not None else None
         for k, local in enumerate(batch):
             length = int(lengths[local])
-            logits[local] = (out.logits[k, :length] if task.per_token else out.logits[k]).to(dtype)
+            logits[local] = (out.logits[k, :length] if task.per_token else out.logits[k]).float()
             if states is not None:
                 positions = torch.from_numpy(task.hidden_positions(split, int(rows[local])))
-                hidden[local] = states[k, positions].to(dtype)
+                hidden[local] = states[k, positions].float()
         if progress is not None:
             progress(len(batch))
     return logits, (hidden if layer is not None else None)
