@@ -66,7 +66,10 @@ class StudentConfig:
     embedding_dim: int = 300  # transformer students: their hidden_size is their embedding size
     hidden_size: int = 300  # LSTM units per direction (pooled vector is 2x); transformer: H
     num_layers: int = 1  # LSTM layers, or transformer layers L
-    mlp_hidden_size: int = 200  # siamese: ReLU layer over [h1, h2, h1*h2, |h1-h2|] (Tang: 200 or 400)
+    mlp_hidden_size: int = 200  # siamese, tang: the ReLU layer before the output (Tang: 200 or 400)
+    # What the student reads: "words" (lower-cased whitespace words, its own vocabulary) or
+    # "wordpieces" (the teacher's); None: what its family reads (rnn: words, the rest: wordpieces)
+    tokens: str | None = None
     dropout: float = 0.4
     recurrent_dropout: float = 0.0  # LSTM hidden-to-hidden weights, while training (Mukherjee: 0.2)
     batch_size: int | None = None  # the paper's training batch for this student; None: trainer.batch_size

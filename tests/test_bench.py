@@ -47,6 +47,17 @@ def test_student_params_match_an_independently_built_model(quick_run, name, voca
     assert (rows["vocab"] == vocab).all()
 
 
+def test_tang_row_is_tangs_architecture(quick_run):
+    """Tang Fig. 1 at the Table 2 sizes (E300, H2x150, ReLU layer 200) over bert-large's 30,522 wordpieces:
+    embedding + 2 directions x (4 gates x H(E+H) + 2 x 4H biases) + ReLU layer + output, by hand."""
+    table = pd.read_csv(quick_run / "bench.csv")
+    rows = table[table["model"] == "Tang BiLSTM E300 H2x150 ReLU200"]
+    expected = 30522 * 300 + 2 * (4 * 150 * (300 + 150) + 8 * 150) + (300 * 200 + 200) + (200 * 2 + 2)
+    assert expected == 9_759_602
+    assert list(rows["params"]) == [expected, expected]  # one row per teacher it is compared with
+    assert list(rows["vs_teacher"]) == ["bert-base", "bert-large"]
+
+
 def test_students_are_compared_with_teachers_sharing_their_vocabulary(quick_run):
     table = pd.read_csv(quick_run / "bench.csv")
     xtreme = table[table["model"] == "BiLSTM E50 H2x100"]

@@ -12,6 +12,7 @@ from distil.students.heads import WithRepresentation
 from distil.students.rnn import RNNClassifier
 from distil.students.siamese import SiameseBiLSTM
 from distil.students.sra import SRAStudent
+from distil.students.tang import TangStudent
 from distil.students.transformer import TransformerStudent
 from distil.tasks import Task
 
@@ -22,6 +23,7 @@ FAMILIES = {
     "siamese": SiameseBiLSTM,
     "transformer": TransformerStudent,
     "sra": SRAStudent,
+    "tang": TangStudent,
 }
 
 
@@ -29,7 +31,13 @@ def reads_pairs_apart(cfg: StudentConfig) -> bool:
     return getattr(FAMILIES[cfg.kind], "READS_PAIRS_APART", False)
 
 
+TOKENS = ("words", "wordpieces")
+
+
 def reads_words(cfg: StudentConfig) -> bool:
+    """Whitespace words rather than the teacher's wordpieces: `student.tokens`, else the family's own."""
+    if cfg.tokens is not None:
+        return cfg.tokens == "words"
     return getattr(FAMILIES[cfg.kind], "READS_WORDS", False)
 
 
@@ -49,6 +57,16 @@ def check_student(cfg: StudentConfig, task: Task) -> None:
             f"student '{cfg.name}' cannot do {task.name} on {INPUT_NAMES[task.inputs]} (it reads "
             f"{' or '.join(INPUT_NAMES[r] for r in reads)}); choose a student of kind {', '.join(fitting)}"
         )
+    check_tokens(cfg, task)
+
+
+def check_tokens(cfg: StudentConfig, task: Task) -> None:
+    if cfg.tokens is not None and cfg.tokens not in TOKENS:
+        raise DistilError(f"student.tokens '{cfg.tokens}' is unknown; use {' or '.join(TOKENS)}")
+    # Words are read from one text (pipeline.student_tokens): pairs and tagged tokens need wordpieces.
+    if reads_words(cfg) and task.inputs != "text":
+        raise DistilError(f"student.tokens=words reads one whitespace-split text but {task.name} gives "
+                          f"{INPUT_NAMES[task.inputs]}; set student.tokens=wordpieces")
 
 
 def embedding_size(cfg: StudentConfig) -> int:
