@@ -295,3 +295,10 @@ def test_bad_stage_settings_fail_before_training(smoke_cfg, override, message):
     with pytest.raises(DistilError) as error:
         validate_schedule(cfg.schedule, cfg.trainer, CLASSIFICATION)
     assert message in str(error.value) and "\n" not in str(error.value)
+
+
+def test_weight_expressions_are_arithmetic_only():
+    from distil.config import arithmetic
+    assert arithmetic("2 * (1 - 0.25)") == 1.5 and arithmetic("-1 / 4 + 1") == 0.75
+    with pytest.raises(ValueError, match="not arithmetic"):
+        arithmetic("__import__('os').getcwd()")
