@@ -6,10 +6,12 @@ misspelt key is an error instead of a silently ignored setting.
 
 from __future__ import annotations
 
+import ast
+import operator
 from dataclasses import dataclass, field
 
 from hydra.core.config_store import ConfigStore
-from omegaconf import MISSING
+from omegaconf import MISSING, OmegaConf
 
 
 @dataclass
@@ -95,10 +97,22 @@ class StageConfig:
     # embeddings; every step restores the best model on dev before the next
     unfreeze: str = "none"
     # what picks the best epoch on dev: "metric" (accuracy / F1), "loss" (the stage's own
-    # loss on dev), or "auto": loss for representation-only stages, whose classifier is
-    # untrained, the metric otherwise
+    # loss on dev), or "auto": loss for a stage that unfreezes gradually (XtremeDistil 5.3:
+    # every step restores the best model on validation loss) or compares representations
+    # only (its classifier is untrained), the metric otherwise
     select: str = "auto"
     temperature: float = 1.0  # soft_ce / kl only (Turc: 1)
+    # loss name -> "mean" | "sum" over the units of the vectors it compares (logit_mse,
+    # repr_mse, repr_kl); a loss not named keeps its default (see distil/losses.py)
+    reduction: dict[str, str] = field(default_factory=dict)
+    # "shuffle": labeled and transfer rows shuffled together; "balanced" (Mukherjee & Awadallah
+    # 5.1, eq. 8): every batch half labeled, half transfer rows; an epoch is one pass over the
+    # larger of the two sets, the smaller one cycled in fresh shuffles
+    sampler: str = "shuffle"
+    # with unfreeze: gradual, which of the student's layer groups get a step: "reachable", only
+    # those the stage's losses can change; "all", every group from the stage's output layer
+    # down (XtremeDistil Table 4: the projection is a step of the logit stages too)
+    unfreeze_groups: str = "reachable"
 
 
 @dataclass
@@ -223,6 +237,26 @@ class Config:
     hub_offline: bool = True  # never wait on a model/dataset hub unless asked to
 
 
+def arithmetic(expression: str) -> float:
+    """The value of a loss-weight expression such as "2 * (1 - 0.5)": numbers, + - * / and
+    brackets only (the `distil.calc` resolver: a weight derived from schedule.weights)."""
+    def value(node: ast.AST) -> float:
+        if isinstance(node, ast.Constant) and isinstance(node.value, int | float):
+            return float(node.value)
+        if isinstance(node, ast.UnaryOp) and type(node.op) in _UNARY:
+            return _UNARY[type(node.op)](value(node.operand))
+        if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
+            return _BINARY[type(node.op)](value(node.left), value(node.right))
+        raise ValueError(f"'{expression}' is not arithmetic on numbers (+ - * / and brackets)")
+    return value(ast.parse(str(expression), mode="eval").body)
+
+
+_UNARY = {ast.USub: operator.neg, ast.UAdd: operator.pos}
+_BINARY = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv}
+
+
 def register_configs() -> None:
     cs = ConfigStore.instance()
     cs.store(name="base_config", node=Config)
+    # e.g. logit_mse: "${distil.calc:'2 * (1 - ${schedule.weights.alpha})'}" (Tang's 1 - alpha)
+    OmegaConf.register_new_resolver("distil.calc", arithmetic, replace=True)

@@ -65,9 +65,16 @@ def language_table(metrics: dict) -> Table | None:
     return table
 
 
+def _with_spread(scores: dict, metric: str) -> str:
+    """The score, and its standard deviation over languages where there is one (Table 4's Std. Dev.)."""
+    spread = scores.get(f"{metric}_std")
+    return _pct(scores[metric]) if spread is None else f"{_pct(scores[metric])} ± {_pct(spread)}"
+
+
 def stages_table(metrics: dict) -> Table | None:
     """The student's progression through its schedule: one row per stage and unfreezing
-    step, as XtremeDistil Table 4 reports it (test is shown, never used to choose)."""
+    step, as XtremeDistil Table 4 reports it (stage, unfreezing layer, test score and its
+    spread over languages; test is shown, never used to choose)."""
     records, metric = metrics["student"].get("stages"), metrics["metric"]
     if not isinstance(records, list):  # one student per language: see metrics.json
         return None
@@ -83,7 +90,7 @@ def stages_table(metrics: dict) -> Table | None:
         table.add_row(r["name"], "all" if r["step"] == "all" else f"+ {r['step']}", losses,
                       " + ".join(r["data"]), _count(r.get("trainable_params")), f"{r['best_epoch']}/{r['epochs_run']}",
                       r.get("selected_on", "-").removeprefix("dev "), _pct(r["dev"][metric]),
-                      f"{r.get('dev_loss', float('nan')):.3f}", _pct(r["test"][metric]), f"{r['seconds']:.0f}")
+                      f"{r.get('dev_loss', float('nan')):.3f}", _with_spread(r["test"], metric), f"{r['seconds']:.0f}")
     return table
 
 

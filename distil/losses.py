@@ -4,7 +4,14 @@ A schedule stage names losses from LOSSES with weights. Each loss declares what 
 (the student's `logits` or its projected `representation`) and which target it needs
 (gold labels, or the teacher's outputs); `weighted_loss` applies it only to the rows that
 have that target, so labeled and transfer examples share a batch. All losses are means
-over those rows (examples, or real tokens of a tagging batch).
+over those rows (examples, real tokens of a tagging batch, or each sentence's vector of a
+pair: any leading dimensions are rows).
+
+The squared-error and KL losses compare vectors; a stage's `reduction` says whether the
+row's value sums or averages over the vector's units (classes, or hidden units). "mean" is
+the papers' "element-wise mean-squared error" (Mukherjee & Awadallah eq. 5, 7; XtremeDistil
+eq. 4) and keeps a 384-unit representation loss on the scale of a 2-class logit loss; "sum"
+is the norm as written (Tang et al.'s ||.||^2; a KL divergence between distributions).
 """
 
 from __future__ import annotations
@@ -16,6 +23,15 @@ import torch
 import torch.nn.functional as F
 
 IGNORE = -100  # padding and special-token positions of a tagging batch
+REDUCTIONS = ("mean", "sum")  # over a vector's units: see the module docstring
+
+
+def _per_row(values: torch.Tensor, reduction: str) -> torch.Tensor:
+    """Sum or average `values` over the last dimension, then average over every other (the rows)."""
+    if reduction not in REDUCTIONS:
+        raise ValueError(f"reduction '{reduction}' is unknown; use one of {REDUCTIONS}")
+    per_row = values.sum(dim=-1) if reduction == "sum" else values.mean(dim=-1)
+    return per_row.mean()
 
 
 # --- losses on the student's logits ------------------------------------------------------
@@ -31,15 +47,18 @@ def squared_error(predicted: torch.Tensor, target: torch.Tensor) -> torch.Tensor
     return (predicted.reshape(-1) - target.reshape(-1).to(predicted.dtype)).pow(2).mean()
 
 
-def hard_distillation(logits: torch.Tensor, teacher_logits: torch.Tensor) -> torch.Tensor:
-    """Cross-entropy on the teacher's argmax pseudo-labels (Mukherjee & Awadallah 4.1)."""
-    return F.cross_entropy(logits, teacher_logits.argmax(dim=-1))
+def hard_labels(labels: torch.Tensor, has_gold: torch.Tensor, teacher_logits: torch.Tensor) -> torch.Tensor:
+    """The targets of hard distillation (Mukherjee & Awadallah 4.1, 6.3): the gold label where a
+    row has one, the teacher's argmax only on rows without (the transfer set). The student then
+    trains with one cross-entropy on the labeled set augmented by the auto-annotated one."""
+    return torch.where(has_gold, labels, teacher_logits.argmax(dim=-1))
 
 
-def logit_mse(logits: torch.Tensor, teacher_logits: torch.Tensor) -> torch.Tensor:
-    """1/2 ||r_s - logit_t||^2 per example (Mukherjee & Awadallah eq. 5; XtremeDistil eq. 4).
-    Tang et al. use ||.||^2 without the 1/2: their schedule gives this loss weight 2."""
-    return 0.5 * (logits - teacher_logits).pow(2).sum(dim=-1).mean()
+def logit_mse(logits: torch.Tensor, teacher_logits: torch.Tensor, reduction: str = "mean") -> torch.Tensor:
+    """1/2 ||r_s - logit_t||^2 per example (Mukherjee & Awadallah eq. 5; XtremeDistil eq. 4),
+    divided by the number of classes with reduction "mean" (their "element-wise" MSE).
+    Tang et al.'s ||.||^2 has no 1/2: bilstm-soft sums and doubles the weight."""
+    return 0.5 * _per_row((logits - teacher_logits).pow(2), reduction)
 
 
 def soft_cross_entropy(logits: torch.Tensor, teacher_logits: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
@@ -61,19 +80,21 @@ def kl_divergence(logits: torch.Tensor, teacher_logits: torch.Tensor, temperatur
 
 # --- losses on the student's projected representation vs a teacher layer --------------------
 
-def representation_mse(student: torch.Tensor, teacher: torch.Tensor) -> torch.Tensor:
-    """1/2 ||z~_s - z_t||^2 per example (Mukherjee & Awadallah eq. 7)."""
-    return 0.5 * (student - teacher).pow(2).sum(dim=-1).mean()
+def representation_mse(student: torch.Tensor, teacher: torch.Tensor, reduction: str = "mean") -> torch.Tensor:
+    """1/2 ||z~_s - z_t||^2 per vector (Mukherjee & Awadallah eq. 7), divided by the number of
+    hidden units with reduction "mean" (their "element-wise mean-squared error")."""
+    return 0.5 * _per_row((student - teacher).pow(2), reduction)
 
 
-def representation_kl(student: torch.Tensor, teacher: torch.Tensor) -> torch.Tensor:
-    """KL(softmax(z_t) || softmax(z~_s)) over the hidden dimension (XtremeDistil eq. 6).
+def representation_kl(student: torch.Tensor, teacher: torch.Tensor, reduction: str = "sum") -> torch.Tensor:
+    """KL(softmax(z_t) || softmax(z~_s)) over the hidden dimension (XtremeDistil eq. 6); "sum" is
+    the divergence itself, "mean" divides it by the number of hidden units.
 
     Hidden states are not distributions. XtremeDistil's Keras `kld` clipped both vectors
     into [1e-7, 1], which zeroes the gradient of every negative unit; a softmax over the
     hidden units turns both into distributions and keeps every unit trainable."""
-    return F.kl_div(F.log_softmax(student, dim=-1), F.log_softmax(teacher, dim=-1),
-                    log_target=True, reduction="sum") / len(student)
+    target = F.log_softmax(teacher, dim=-1)
+    return _per_row(target.exp() * (target - F.log_softmax(student, dim=-1)), reduction)
 
 
 def representation_cosine(student: torch.Tensor, teacher: torch.Tensor) -> torch.Tensor:
@@ -84,21 +105,25 @@ def representation_cosine(student: torch.Tensor, teacher: torch.Tensor) -> torch
 @dataclass(frozen=True)
 class LossSpec:
     fn: Callable[..., torch.Tensor]
-    needs: str  # "gold": rows with a gold label; "teacher": every row (teacher outputs are cached for all)
+    # "gold": rows with a gold label; "teacher": every row (teacher outputs are cached for all);
+    # "gold_else_teacher": every row, its gold label or else the teacher's argmax
+    needs: str
     reads: str = "logits"  # "logits", or "representation" (compared with the cached teacher layer)
     tempered: bool = False  # takes the stage's temperature
+    reduction: str | None = None  # compares vectors: the default reduction over their units; None: fixed
 
 
 LOSSES: dict[str, LossSpec] = {
     "ce": LossSpec(cross_entropy, "gold"),
-    "hard": LossSpec(hard_distillation, "teacher"),
-    "logit_mse": LossSpec(logit_mse, "teacher"),
+    "hard": LossSpec(cross_entropy, "gold_else_teacher"),
+    "logit_mse": LossSpec(logit_mse, "teacher", reduction="mean"),
     "soft_ce": LossSpec(soft_cross_entropy, "teacher", tempered=True),
     "kl": LossSpec(kl_divergence, "teacher", tempered=True),
-    "repr_mse": LossSpec(representation_mse, "teacher", reads="representation"),
-    "repr_kl": LossSpec(representation_kl, "teacher", reads="representation"),
+    "repr_mse": LossSpec(representation_mse, "teacher", reads="representation", reduction="mean"),
+    "repr_kl": LossSpec(representation_kl, "teacher", reads="representation", reduction="sum"),
     "repr_cos": LossSpec(representation_cosine, "teacher", reads="representation"),
 }
+REDUCIBLE = tuple(name for name, spec in LOSSES.items() if spec.reduction is not None)
 
 
 def reads_representation(losses) -> bool:
@@ -124,9 +149,11 @@ class Targets:
 
 
 def weighted_loss(weights: dict[str, float], outputs: dict[str, torch.Tensor], targets: Targets,
-                  temperature: float = 1.0, supervised: Callable[..., torch.Tensor] = cross_entropy) -> torch.Tensor:
+                  temperature: float = 1.0, supervised: Callable[..., torch.Tensor] = cross_entropy,
+                  reductions: dict[str, str] | None = None) -> torch.Tensor:
     """Sum of weight * loss over the stage's losses. `supervised` is what `ce` means for the
-    task: cross-entropy on classes, squared error on a regression score."""
+    task: cross-entropy on classes, squared error on a regression score. `reductions` (the
+    stage's `reduction`) overrides a vector loss's default sum or mean over its units."""
     logits, labels, teacher_logits = outputs["logits"], targets.labels, targets.teacher_logits
     representation, teacher_hidden = outputs.get("representation"), targets.teacher_hidden
     if logits.dim() == 3:
@@ -148,11 +175,15 @@ def weighted_loss(weights: dict[str, float], outputs: dict[str, torch.Tensor], t
             student, target = representation, teacher_hidden
         elif spec.needs == "gold":
             student, target = logits[has_gold], labels[has_gold]
+        elif spec.needs == "gold_else_teacher":
+            student, target = logits, hard_labels(labels, has_gold, teacher_logits)
         else:
             student, target = logits, teacher_logits
         if len(student) == 0:
             continue
         extra = {"temperature": temperature} if spec.tempered else {}
+        if spec.reduction is not None:
+            extra["reduction"] = (reductions or {}).get(name, spec.reduction)
         fn = supervised if name == "ce" else spec.fn
         total = total + weight * fn(student, target, **extra)
     return total

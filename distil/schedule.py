@@ -17,10 +17,10 @@ import numpy as np
 import torch
 
 from distil.config import ScheduleConfig, StageConfig, TrainerConfig
-from distil.data.batching import pad_labels, shuffled_batches
+from distil.data.batching import balanced_batch_count, balanced_batches, pad_labels, shuffled_batches
 from distil.data.ragged import Ragged, Tokens
 from distil.errors import DistilError
-from distil.losses import LOSSES, Targets, reads_logits, reads_representation, weighted_loss
+from distil.losses import LOSSES, REDUCIBLE, REDUCTIONS, Targets, reads_logits, reads_representation, weighted_loss
 from distil.tasks import Task
 from distil.teacher.cache import TargetView
 from distil.train import fit
@@ -37,6 +37,8 @@ LR_SCHEDULES = ("constant", "cosine")
 STAGE_DATA = ("labeled", "transfer")
 UNFREEZE = ("none", "gradual")
 SELECT = ("auto", "metric", "loss")
+SAMPLERS = ("shuffle", "balanced")
+UNFREEZE_GROUPS = ("reachable", "all")
 
 
 @dataclass
@@ -130,7 +132,30 @@ def validate_schedule(schedule: ScheduleConfig, trainer: TrainerConfig, task: Ta
             raise DistilError(f"{where}: data must list some of {', '.join(STAGE_DATA)} (got {list(stage.data)})")
         task.check_losses(stage.losses, where)
         _check_choice(f"{where}: unfreeze", stage.unfreeze, UNFREEZE)
+        _check_choice(f"{where}: unfreeze_groups", stage.unfreeze_groups, UNFREEZE_GROUPS)
         _check_choice(f"{where}: select", stage.select, SELECT)
+        _check_reductions(stage, where)
+        _check_sampler(stage, trainer, where)
+
+
+def _check_reductions(stage: StageConfig, where: str) -> None:
+    for name, reduction in stage.reduction.items():
+        if name not in REDUCIBLE:
+            raise DistilError(f"{where}: reduction applies to {', '.join(REDUCIBLE)} (got '{name}'); remove it")
+        if name not in stage.losses:
+            raise DistilError(f"{where}: reduction names {name}, which the stage does not use; "
+                              f"remove it or add the loss")
+        if reduction not in REDUCTIONS:
+            raise DistilError(f"{where}: reduction '{reduction}' for {name} is unknown; use mean or sum")
+
+
+def _check_sampler(stage: StageConfig, trainer: TrainerConfig, where: str) -> None:
+    _check_choice(f"{where}: sampler", stage.sampler, SAMPLERS)
+    if stage.sampler == "balanced" and sorted(stage.data) != sorted(STAGE_DATA):
+        raise DistilError(f"{where}: sampler 'balanced' needs data [labeled, transfer] "
+                          f"(got {list(stage.data)}); use sampler: shuffle")
+    if stage.sampler == "balanced" and trainer.batch_size < 2:
+        raise DistilError(f"{where}: sampler 'balanced' needs trainer.batch_size of 2 or more")
 
 
 def _check_choice(what: str, value: str, allowed) -> None:
@@ -159,15 +184,28 @@ def run_schedule(
 
 
 def unfreezing_groups(model: torch.nn.Module, stage: StageConfig) -> list[tuple[str, list[torch.nn.Parameter]]]:
-    """The student's layer groups, top to bottom, that the stage's losses can reach: a
-    representation-only stage skips the classifier, a stage without representation losses
-    skips the projection (training it could not change the loss)."""
+    """The student's layer groups, top to bottom, that get an unfreezing step. A
+    representation-only stage starts at the projection: it has no output layer (XtremeDistil
+    Algorithm 1, stage 1). `unfreeze_groups: reachable` also skips the projection in a stage
+    without representation losses (here it is a side head, so training it could not change the
+    loss); `all` keeps it, as Table 4 lists it in stages 2 and 3 (XtremeDistil's projection sits
+    under the output layer), and the step then trains the groups above it once more."""
     skip = set()
     if not reads_logits(stage.losses):
         skip.add("classifier")
-    if not reads_representation(stage.losses):
+    if not reads_representation(stage.losses) and stage.unfreeze_groups == "reachable":
         skip.add("projection")
     return [(name, list(module.parameters())) for name, module in model.layer_groups() if name not in skip]
+
+
+def selects_on_loss(stage: StageConfig) -> bool:
+    """Whether the stage keeps its best epoch by its own loss on dev rather than the dev metric.
+    "auto": by loss where the stage unfreezes gradually (XtremeDistil 5.3: each step restores
+    "the best configuration based on validation loss") or reads no logits (its classifier is
+    untrained, so the metric says nothing); by the metric otherwise."""
+    if stage.select != "auto":
+        return stage.select == "loss"
+    return stage.unfreeze == "gradual" or not reads_logits(stage.losses)
 
 
 class StageTrainer:
@@ -179,22 +217,38 @@ class StageTrainer:
         self.stage, self.trainer, self.model, self.task = stage, trainer, model, task
         self.splits, self.evaluate, self.metric, self.rng, self.pad_id = splits, evaluate, task.metric, rng, pad_id
         self.weights = {name: float(w) for name, w in stage.losses.items()}
+        self.reductions = dict(stage.reduction)
+        self.sizes = tuple(len(splits[name]) for name in stage.data)
         self.pool = StudentSplit.concat([splits[name] for name in stage.data])
-        if len(self.pool) == 0:
+        empty = len(self.pool) == 0 or (stage.sampler == "balanced" and min(self.sizes) == 0)
+        if empty:
             raise DistilError(
                 f"schedule '{schedule_name}' stage {stage.name} has no examples in {list(stage.data)}; "
                 f"choose a transfer_size above 0x or a schedule without the transfer set"
             )
-        select = stage.select
-        if select == "auto":
-            select = "metric" if reads_logits(stage.losses) else "loss"
-        self.select_on_loss = select == "loss"
+        self.select_on_loss = selects_on_loss(stage)
         self.label = f"{schedule_name} {stage.name} ({'+'.join(self.weights)})"
 
     def loss(self, split: StudentSplit, rows) -> torch.Tensor:
         inputs, targets = split.batch(rows, self.pad_id)
         return weighted_loss(self.weights, self.model(*inputs), targets, self.stage.temperature,
-                             supervised=self.task.supervised_loss)
+                             supervised=self.task.supervised_loss, reductions=self.reductions)
+
+    def effective_reductions(self) -> dict[str, str]:
+        """Each vector loss of the stage and whether it sums or averages over units, as trained."""
+        return {name: self.reductions.get(name, LOSSES[name].reduction) for name in self.weights
+                if name in REDUCIBLE}
+
+    def batches(self, epoch: int) -> list[np.ndarray]:
+        """One epoch of row indices into the pool, by the stage's sampler."""
+        if self.stage.sampler == "balanced":
+            return balanced_batches(self.sizes, self.trainer.batch_size, self.rng)
+        return shuffled_batches(len(self.pool), self.trainer.batch_size, self.rng)
+
+    def batches_per_epoch(self) -> int:
+        if self.stage.sampler == "balanced":
+            return balanced_batch_count(self.sizes, self.trainer.batch_size)
+        return -(-len(self.pool) // self.trainer.batch_size)
 
     @torch.no_grad()
     def dev_loss(self) -> float:
@@ -231,12 +285,12 @@ class StageTrainer:
         batch_size = self.trainer.batch_size
         scheduler = None
         if self.trainer.lr_schedule == "cosine":
-            steps = epochs * -(-len(self.pool) // batch_size)
+            steps = epochs * self.batches_per_epoch()
             scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=steps, eta_min=self.trainer.lr_min)
         description = self.label if name == "all" else f"{self.label} unfreeze {name}"
         result = fit(
             self.model, optimizer,
-            lambda epoch: shuffled_batches(len(self.pool), batch_size, self.rng),
+            self.batches,
             lambda rows: self.loss(self.pool, rows), self.dev_score,
             epochs=epochs, patience=self.stage.patience or self.trainer.patience,
             grad_clip=self.trainer.grad_clip, scheduler=scheduler, description=description,
@@ -248,6 +302,7 @@ class StageTrainer:
                  dev[self.metric], dev_loss, result.best_epoch, self.metric, test[self.metric])
         return {
             "name": self.stage.name, "step": name, "losses": self.weights, "data": list(self.stage.data),
+            "reduction": self.effective_reductions(), "sampler": self.stage.sampler,
             "examples": len(self.pool), "trainable_params": sum(p.numel() for p in params),
             "batch_size": batch_size, "optimizer": self.trainer.optimizer, "lr_schedule": self.trainer.lr_schedule,
             "selected_on": "dev loss" if self.select_on_loss else f"dev {self.metric}",

@@ -29,3 +29,19 @@ def test_stages_table_has_a_row_per_step_and_fits_a_log_line():
 def test_stages_table_is_skipped_for_one_student_per_language():
     metrics = {"metric": "f1", "choices": {"schedule": "d0"}, "student": {"stages": {"en": []}}}
     assert stages_table(metrics) is None
+
+
+def test_stages_table_shows_table_4_rows_with_the_spread_over_languages():
+    """XtremeDistil Table 4: stage, unfreezing layer, F1 and its standard deviation over languages."""
+    def record(name, step):
+        r = _record(name, step, 0.8, 0.8808, {"ce": 1.0})
+        r["dev"], r["test"] = {"f1": 0.80}, {"f1": 0.8808, "f1_std": 0.039}
+        return r
+    steps = ["classifier", "projection", "bilstm", "embeddings"]
+    metrics = {"metric": "f1", "choices": {"schedule": "d4.2"},
+               "student": {"stages": [record(stage, step) for stage in ("S2", "S3") for step in steps]}}
+    console = Console(width=140, record=True)
+    console.print(stages_table(metrics))
+    rows = [line for line in console.export_text().splitlines() if line.strip().startswith(("S2", "S3"))]
+    assert [row.split()[:3] for row in rows] == [[stage, "+", step] for stage in ("S2", "S3") for step in steps]
+    assert all("88.08 ± 3.90" in row for row in rows)

@@ -9,7 +9,6 @@ from distil.losses import (
     IGNORE,
     Targets,
     cross_entropy,
-    hard_distillation,
     kl_divergence,
     logit_mse,
     representation_cosine,
@@ -27,16 +26,31 @@ def test_cross_entropy_hand_computed():
     assert cross_entropy(QUARTERS, torch.tensor([1])).item() == pytest.approx(-math.log(0.75))
 
 
-def test_hard_distillation_uses_teacher_argmax():
+def test_hard_uses_the_teacher_argmax_on_a_transfer_row():
     teacher = torch.tensor([[5.0, -1.0]])  # argmax 0
-    assert hard_distillation(QUARTERS, teacher).item() == pytest.approx(-math.log(0.25))
+    loss = weighted_loss({"hard": 1.0}, {"logits": QUARTERS}, Targets(torch.tensor([-1]), teacher))
+    assert loss.item() == pytest.approx(-math.log(0.25))
 
 
-def test_logit_mse_is_half_squared_norm_per_example():
+def test_hard_keeps_the_gold_label_where_the_teacher_disagrees():
+    """Mukherjee & Awadallah 6.3: gold labels on the labeled set, the teacher's argmax only on
+    the transfer set; one cross-entropy over the augmented data."""
+    logits = torch.cat([QUARTERS, QUARTERS])  # p_s = [1/4, 3/4] on both rows
+    teacher = torch.tensor([[5.0, -1.0], [5.0, -1.0]])  # argmax 0 on both rows
+    targets = Targets(torch.tensor([1, -1]), teacher)  # row 1: gold 1 (teacher says 0); row 2: transfer
+    loss = weighted_loss({"hard": 1.0}, {"logits": logits}, targets)
+    # row 1: -log 3/4 (gold, no teacher term); row 2: -log 1/4 (teacher argmax); mean over both rows
+    assert loss.item() == pytest.approx((-math.log(0.75) - math.log(0.25)) / 2)
+
+
+def test_logit_mse_sums_or_averages_over_classes():
     student = torch.tensor([[1.0, 2.0], [0.0, 0.0]])
     teacher = torch.tensor([[0.0, 0.0], [3.0, 4.0]])
-    # example 1: 0.5 * (1 + 4) = 2.5; example 2: 0.5 * (9 + 16) = 12.5; mean 7.5
-    assert logit_mse(student, teacher).item() == pytest.approx(7.5)
+    # sum: example 1: 0.5 * (1 + 4) = 2.5; example 2: 0.5 * (9 + 16) = 12.5; mean 7.5
+    assert logit_mse(student, teacher, reduction="sum").item() == pytest.approx(7.5)
+    # mean over the 2 classes: 1.25 and 6.25; mean 3.75 (element-wise MSE, M&A eq. 5)
+    assert logit_mse(student, teacher, reduction="mean").item() == pytest.approx(3.75)
+    assert logit_mse(student, teacher).item() == pytest.approx(3.75)  # the papers' element-wise default
 
 
 def test_soft_cross_entropy_at_temperature_one():
@@ -60,9 +74,36 @@ def test_kl_divergence_is_soft_cross_entropy_minus_teacher_entropy():
     assert kl_divergence(HALVES, HALVES).item() == pytest.approx(0.0, abs=1e-7)
 
 
-def test_representation_mse_is_half_squared_norm():
+def test_representation_mse_sums_or_averages_over_units():
     student = torch.tensor([[1.0, 2.0, 2.0]])
-    assert representation_mse(student, torch.zeros(1, 3)).item() == pytest.approx(0.5 * 9)
+    assert representation_mse(student, torch.zeros(1, 3), reduction="sum").item() == pytest.approx(0.5 * 9)
+    assert representation_mse(student, torch.zeros(1, 3), reduction="mean").item() == pytest.approx(0.5 * 9 / 3)
+    assert representation_mse(student, torch.zeros(1, 3)).item() == pytest.approx(1.5)  # M&A eq. 7: element-wise
+
+
+def test_representation_losses_average_over_every_leading_row():
+    """A sentence pair gives one vector per sentence, [B, 2, H]: every vector is a row."""
+    student = torch.zeros(2, 2, 2)
+    teacher = torch.tensor([[[2.0, 0.0], [0.0, 0.0]], [[0.0, 0.0], [2.0, 2.0]]])
+    # squared norms per vector 4, 0, 0, 8; sum reduction: 0.5 * mean = 0.5 * 3 = 1.5; mean: 0.75
+    assert representation_mse(student, teacher, reduction="sum").item() == pytest.approx(1.5)
+    assert representation_mse(student, teacher, reduction="mean").item() == pytest.approx(0.75)
+    pair = torch.cat([QUARTERS, HALVES]).reshape(1, 2, 2)
+    # KL per vector: (soft [1/2,1/2] vs [1/4,3/4]) and 0 -> mean of the two
+    kl = 0.5 * math.log(0.5 / 0.25) + 0.5 * math.log(0.5 / 0.75)
+    assert representation_kl(pair, torch.zeros(1, 2, 2), reduction="sum").item() == pytest.approx(kl / 2)
+    assert representation_kl(pair, torch.zeros(1, 2, 2), reduction="mean").item() == pytest.approx(kl / 4)
+    cos = representation_cosine(torch.tensor([[[1.0, 0.0], [1.0, 0.0]]]), torch.tensor([[[0.0, 1.0], [1.0, 0.0]]]))
+    assert cos.item() == pytest.approx(0.25)
+
+
+def test_weighted_loss_applies_the_stage_reduction():
+    logits = torch.tensor([[1.0, 2.0]])
+    targets = Targets(torch.tensor([-1]), torch.zeros(1, 2))
+    outputs = {"logits": logits}
+    assert weighted_loss({"logit_mse": 2.0}, outputs, targets).item() == pytest.approx(2 * 0.5 * 5 / 2)
+    summed = weighted_loss({"logit_mse": 2.0}, outputs, targets, reductions={"logit_mse": "sum"})
+    assert summed.item() == pytest.approx(2 * 0.5 * 5)
 
 
 def test_representation_kl_compares_softmaxed_vectors():
@@ -84,7 +125,7 @@ def test_weighted_loss_applies_ce_to_labeled_examples_only():
     ce_only = weighted_loss({"ce": 2.0}, {"logits": logits}, targets)
     assert ce_only.item() == pytest.approx(-2 * math.log(0.75))
     both = weighted_loss({"ce": 1.0, "logit_mse": 1.0}, {"logits": logits}, targets)
-    expected_mse = (0.5 * math.log(3.0) ** 2 + 0.5 * 4.0) / 2
+    expected_mse = (0.5 * math.log(3.0) ** 2 + 0.5 * 4.0) / 2 / 2  # mean over the 2 classes
     assert both.item() == pytest.approx(-math.log(0.75) + expected_mse)
 
 
@@ -114,7 +155,7 @@ def test_tagging_masks_padding_specials_and_continuations():
     starts = torch.tensor([[False, True, False, True, False, False]])
     logits = torch.zeros(1, 6, 3)
     teacher_logits = torch.zeros(1, 6, 3)
-    teacher_logits[0, 2] = torch.tensor([0.0, 0.0, 2.0])  # only the continuation differs: 0.5 * 4 / 3 rows
+    teacher_logits[0, 2] = torch.tensor([0.0, 0.0, 2.0])  # only the continuation differs: 0.5 * 4 / 3 rows (sum)
     teacher_logits[0, [0, 4, 5]] = 100.0  # specials and padding would dominate if not masked
     student_repr = torch.zeros(1, 6, 2)
     teacher_hidden = torch.zeros(1, 6, 2)
@@ -123,6 +164,7 @@ def test_tagging_masks_padding_specials_and_continuations():
     teacher_hidden[0, 3] = torch.tensor([2.0, 0.0])  # w2: 0.5 * 4, averaged over 2 word starts
     targets = Targets(labels, teacher_logits, teacher_hidden, starts)
     outputs = {"logits": logits, "representation": student_repr}
-    assert weighted_loss({"logit_mse": 1.0}, outputs, targets).item() == pytest.approx(2.0 / 3)
-    assert weighted_loss({"repr_mse": 1.0}, outputs, targets).item() == pytest.approx(1.0)
+    summed = {"logit_mse": "sum", "repr_mse": "sum"}
+    assert weighted_loss({"logit_mse": 1.0}, outputs, targets, reductions=summed).item() == pytest.approx(2.0 / 3)
+    assert weighted_loss({"repr_mse": 1.0}, outputs, targets, reductions=summed).item() == pytest.approx(1.0)
     assert weighted_loss({"ce": 1.0}, outputs, targets).item() == pytest.approx(math.log(3))

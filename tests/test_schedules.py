@@ -1,11 +1,14 @@
 """Each schedule trains: a few steps on fixed data lower its loss, and a full run works."""
 
+import math
+
 import numpy as np
 import pytest
 import torch
 
 from distil.cli import CONF_DIR
 from distil.data.ragged import Ragged
+from distil.errors import DistilError
 from distil.evaluate import student_logits
 from distil.losses import Targets, weighted_loss
 from distil.overrides import group_options
@@ -16,6 +19,7 @@ from distil.schedule import (
     run_schedule,
     stage_epochs,
     unfreezing_groups,
+    validate_schedule,
 )
 from distil.students import build_student
 from distil.tasks import get_task
@@ -27,12 +31,14 @@ SCHEDULES = group_options(CONF_DIR, "schedule")
 HIDDEN = 8  # the fake teacher's hidden size
 
 
-def fake_splits(n=48, num_labels=3, seed=0):
-    """Random token sequences whose label is the most frequent token class; teacher agrees."""
+def fake_splits(n=48, num_labels=3, seed=0, sizes=None):
+    """Random token sequences whose label is the most frequent token class; teacher agrees.
+    `sizes` overrides n per split, e.g. {"transfer": 100}."""
     rng = np.random.default_rng(seed)
     splits = {}
     for name, labeled in (("labeled", True), ("transfer", False), ("dev", True), ("test", True)):
-        ids = [rng.integers(2, 2 + 3 * num_labels, size=rng.integers(4, 12)).tolist() for _ in range(n)]
+        count = (sizes or {}).get(name, n)
+        ids = [rng.integers(2, 2 + 3 * num_labels, size=rng.integers(4, 12)).tolist() for _ in range(count)]
         gold = torch.tensor([np.bincount([(t - 2) % num_labels for t in s], minlength=num_labels).argmax()
                              for s in ids])
         teacher = torch.nn.functional.one_hot(gold, num_labels).float() * 4 - 2
@@ -92,7 +98,7 @@ def test_schedule_runs_and_reports_every_stage(smoke_cfg, name):
         steps = [r["step"] for r in records if r["name"] == stage.name]
         if stage.unfreeze == "gradual":
             assert steps == [group for group, _ in unfreezing_groups(model, stage)]
-            assert steps[0] == "classifier" and steps[-1] == "embeddings"
+            assert steps[0] in ("classifier", "projection") and steps[-1] == "embeddings"
         else:
             assert steps == ["all"]
     epochs = {stage.name: stage_epochs(stage, cfg.trainer) for stage in cfg.schedule.stages}
@@ -124,14 +130,84 @@ def test_frozen_layers_do_not_change_during_a_step(smoke_cfg):
 
 
 def test_gradual_unfreezing_reaches_every_layer_group(smoke_cfg):
-    cfg = smoke_cfg("schedule=d4.2")
+    cfg = smoke_cfg("schedule=d4.2", "schedule.stages.1.unfreeze_groups=reachable")
     model = student_for(cfg)
     groups = [name for name, _ in model.layer_groups()]
     assert groups == ["classifier", "projection", "bilstm", "embeddings"]
     stages = {s.name: s for s in cfg.schedule.stages}
-    # a logits-only stage cannot move the projection; a representation-only one not the classifier
+    # reachable: a logits-only stage cannot move the projection; a representation-only one not the classifier
     assert [n for n, _ in unfreezing_groups(model, stages["S2"])] == ["classifier", "bilstm", "embeddings"]
     assert [n for n, _ in unfreezing_groups(model, stages["S1"])] == ["projection", "bilstm", "embeddings"]
+
+
+TABLE_4 = ["classifier", "projection", "bilstm", "embeddings"]  # Linear/Softmax, Projection, BiLSTM, Word Emb
+
+
+def test_d4_2_steps_are_algorithm_1_and_table_4(smoke_cfg):
+    """XtremeDistil Algorithm 1: every stage unfreezes top to bottom, stage 1 included (its top
+    layer is the projection; it has no output layer); stages 2 and 3 step through Table 4's rows."""
+    cfg = smoke_cfg("schedule=d4.2", "trainer.epochs=1", "trainer.labels_only_epochs=1")
+    model = student_for(cfg)
+    splits = fake_splits()
+    records = run_schedule(cfg.schedule, cfg.trainer, model, splits, evaluator(splits), CLASSIFICATION, seed=0)
+    assert [(r["name"], r["step"]) for r in records] == [
+        ("S1", "projection"), ("S1", "bilstm"), ("S1", "embeddings"),
+        *[("S2", step) for step in TABLE_4], *[("S3", step) for step in TABLE_4]]
+
+
+@pytest.mark.parametrize("schedule", ["d3.2", "d4.2"])
+def test_xtremedistil_steps_select_on_dev_loss(smoke_cfg, schedule):
+    """XtremeDistil 5.3: every step keeps the best model on validation loss. With a dev metric
+    that never moves, metric selection would keep epoch 0 everywhere; loss selection does not."""
+    cfg = smoke_cfg(f"schedule={schedule}", "trainer.epochs=2", "trainer.labels_only_epochs=2")
+    model = student_for(cfg)
+    splits = fake_splits()
+    records = run_schedule(cfg.schedule, cfg.trainer, model, splits, lambda m, name: {"accuracy": 0.5},
+                           CLASSIFICATION, seed=0)
+    assert {r["selected_on"] for r in records} == {"dev loss"}
+    for r in records:
+        losses = [-h["dev"] for h in r["history"]]
+        assert r["dev_loss"] == pytest.approx(min(losses))
+        assert r["best_epoch"] == int(np.argmin(losses))
+    assert any(r["best_epoch"] > 0 for r in records if r["name"] != "S1")
+
+
+def test_select_metric_stays_available(smoke_cfg):
+    cfg = smoke_cfg("schedule=d4.2", "schedule.stages.2.select=metric")
+    stage = cfg.schedule.stages[2]
+    splits = fake_splits()
+    trainer = StageTrainer("d4.2", stage, cfg.trainer, student_for(cfg), splits, evaluator(splits),
+                           CLASSIFICATION, np.random.default_rng(0), 0)
+    assert not trainer.select_on_loss
+
+
+@pytest.mark.parametrize("alpha", [0.5, 0.0])
+def test_bilstm_soft_is_tangs_formula(smoke_cfg, alpha):
+    """Tang et al.: L = alpha * CE + (1 - alpha) * ||z_t - z_s||^2 (no 1/2; alpha = 0 is BiLSTM_SOFT)."""
+    cfg = smoke_cfg("schedule=bilstm-soft", f"schedule.weights.alpha={alpha}")
+    stage = cfg.schedule.stages[0]
+    student = torch.tensor([[0.0, math.log(3.0)]])  # p_s = [1/4, 3/4]
+    teacher = student + torch.tensor([[1.0, 2.0]])  # ||z_t - z_s||^2 = 5
+    targets = Targets(torch.tensor([1]), teacher)  # gold 1: CE = -log 3/4
+    loss = weighted_loss(dict(stage.losses), {"logits": student}, targets, reductions=dict(stage.reduction))
+    assert loss.item() == pytest.approx(alpha * -math.log(0.75) + (1 - alpha) * 5.0)
+
+
+def test_balanced_batches_are_half_labeled(smoke_cfg):
+    """Mukherjee & Awadallah 5.1 (eq. 8): every batch holds as many labeled as transfer rows; an
+    epoch is one pass over the larger set, the smaller one cycled."""
+    cfg = smoke_cfg("schedule=joint", "trainer.batch_size=8")
+    stage = cfg.schedule.stages[0]
+    assert stage.sampler == "balanced"
+    splits = fake_splits(sizes={"labeled": 12, "transfer": 50})
+    trainer = StageTrainer("joint", stage, cfg.trainer, student_for(cfg), splits, evaluator(splits),
+                           CLASSIFICATION, np.random.default_rng(0), 0)
+    batches = trainer.batches(1)
+    labeled = [int((rows < 12).sum()) for rows in batches]
+    assert all(2 * n == len(rows) for n, rows in zip(labeled, batches, strict=True))
+    transfer_rows = np.concatenate([rows[rows >= 12] for rows in batches])
+    assert sorted(transfer_rows.tolist()) == list(range(12, 62))  # each transfer row once per epoch
+    assert len(batches) == math.ceil(50 / 4)
 
 
 @pytest.mark.parametrize("schedule", ["d1", "d3.2"])
@@ -202,3 +278,27 @@ def test_labels_only_stages_get_their_own_epoch_budget(smoke_cfg):
     assert [stage_epochs(stage, cfg.trainer) for stage in cfg.schedule.stages] == [2, 2, 7]
     cfg = smoke_cfg("schedule=d4.1", "trainer.epochs=2", "schedule.stages.2.epochs=5")
     assert stage_epochs(cfg.schedule.stages[2], cfg.trainer) == 5  # a stage's own epochs win
+
+
+@pytest.mark.parametrize("override,message", [
+    ("schedule.stages.0.reduction={logit_mse: max}", "reduction 'max' for logit_mse is unknown; use mean or sum"),
+    ("++schedule.stages.0.reduction.ce=sum", "reduction applies to logit_mse, repr_mse, repr_kl"),
+    ("++schedule.stages.0.reduction.repr_kl=sum", "reduction names repr_kl, which the stage does not use"),
+    ("schedule.stages.0.sampler=balanced", "sampler 'balanced' needs data [labeled, transfer]"),
+    ("schedule.stages.0.sampler=even", "sampler 'even' is unknown; use one of: shuffle, balanced"),
+    ("schedule.stages.0.unfreeze_groups=some", "unfreeze_groups 'some' is unknown; use one of: reachable, all"),
+])
+def test_bad_stage_settings_fail_before_training(smoke_cfg, override, message):
+    cfg = smoke_cfg("schedule=d1", override)
+    if "balanced" in override:
+        cfg = smoke_cfg("schedule=d4.1", "schedule.stages.2.sampler=balanced")
+    with pytest.raises(DistilError) as error:
+        validate_schedule(cfg.schedule, cfg.trainer, CLASSIFICATION)
+    assert message in str(error.value) and "\n" not in str(error.value)
+
+
+def test_weight_expressions_are_arithmetic_only():
+    from distil.config import arithmetic
+    assert arithmetic("2 * (1 - 0.25)") == 1.5 and arithmetic("-1 / 4 + 1") == 0.75
+    with pytest.raises(ValueError, match="not arithmetic"):
+        arithmetic("__import__('os').getcwd()")

@@ -24,6 +24,25 @@ def shuffled_batches(n: int, batch_size: int, rng: np.random.Generator) -> list[
     return [order[i : i + batch_size] for i in range(0, n, batch_size)]
 
 
+def balanced_batches(sizes: tuple[int, int], batch_size: int, rng: np.random.Generator) -> list[np.ndarray]:
+    """One epoch of batches over two sets laid end to end (rows 0..a-1, then a..a+b-1), each batch
+    half from each (Mukherjee & Awadallah 5.1, eq. 8). The epoch is one pass over the larger set;
+    the smaller one is cycled, reshuffled every time it runs out."""
+    half, larger = batch_size // 2, max(sizes)
+    first = _cycled(sizes[0], larger, rng)
+    second = _cycled(sizes[1], larger, rng) + sizes[0]
+    return [np.concatenate([first[i : i + half], second[i : i + half]]) for i in range(0, larger, half)]
+
+
+def balanced_batch_count(sizes: tuple[int, int], batch_size: int) -> int:
+    return -(-max(sizes) // (batch_size // 2))
+
+
+def _cycled(n: int, total: int, rng: np.random.Generator) -> np.ndarray:
+    """`total` indices below n: whole shuffles of range(n) one after another, the last one cut."""
+    return np.concatenate([rng.permutation(n) for _ in range(-(-total // n))])[:total]
+
+
 def length_sorted_batches(lengths: Sequence[int], batch_size: int) -> list[np.ndarray]:
     """Batches of similar length: inference pads far less (4x faster than fixed padding)."""
     order = np.argsort(np.asarray(lengths), kind="stable")
