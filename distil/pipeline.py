@@ -17,7 +17,7 @@ import transformers
 from omegaconf import OmegaConf
 from safetensors.torch import save_file
 
-from distil.config import Config, TeacherConfig
+from distil.config import Config, StudentConfig, TeacherConfig
 from distil.data.prepared import PreparedSplit
 from distil.data.ragged import Ragged, Tokens
 from distil.data.split import TaskData, build_task_data
@@ -90,6 +90,7 @@ def run(cfg: Config, run_dir: Path, choices: dict, overrides: list[str]) -> dict
     validate_schedule(cfg.schedule, cfg.trainer, task)
     with_hidden = needs_teacher_hidden(cfg.schedule)
     cached_layer = layer_to_cache(cfg.teacher, task, with_hidden)
+    apart = cache_pairs_apart(task, cfg.student, cached_layer)
     if cached_layer is not None:
         check_layer(cfg.teacher)
     check_student(cfg.student, task)
@@ -103,7 +104,7 @@ def run(cfg: Config, run_dir: Path, choices: dict, overrides: list[str]) -> dict
     teacher = ensure_teacher(cfg.teacher, task, data, prepared, store, cfg.seed, cfg.hub_offline)
     model, tokenizer = load_finetuned(teacher.path, task)
     targets = ensure_targets(cfg.teacher, teacher, task, data, prepared, store, cached_layer,
-                             lambda: (model, tokenizer))
+                             lambda: (model, tokenizer), apart=apart)
     views = open_targets(targets)
     splits = {name: Split(prepared[name], views[name]) for name in prepared}
     teacher_vocab = TeacherVocab(model.get_input_embeddings().weight.detach().float(),
@@ -164,6 +165,16 @@ def layer_to_cache(cfg: TeacherConfig, task: Task, needed: bool) -> int | None:
         raise DistilError(f"teacher.cache_layer '{cfg.cache_layer}' is unknown; use one of: {', '.join(CACHE_LAYER)}")
     wanted = needed or (cfg.cache_layer == "auto" and not task.per_token)
     return cfg.layer if wanted else None
+
+
+def cache_pairs_apart(task: Task, student: StudentConfig, layer: int | None) -> bool:
+    """Whether the cached layer is each sentence of a pair alone rather than the joined pair's
+    [CLS]: for a student that reads the sentences apart (Wu et al. 2019 §3.1, Fig. 1c: each
+    sentence is distilled against the teacher's vector of that sentence). The student decides,
+    not the schedule: with teacher.cache_layer=auto a layer is cached even for a schedule that
+    compares none, and it is cached in the form a representation schedule of the same sweep
+    would read, so the sweep still runs the teacher once."""
+    return layer is not None and task.inputs == "pair" and reads_pairs_apart(student)
 
 
 def prepare_data(cfg: Config, task: Task) -> tuple[TaskData, dict[str, PreparedSplit]]:

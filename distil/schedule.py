@@ -47,8 +47,9 @@ class StudentSplit:
     and the teacher's cached outputs, read lazily from the cache shards.
 
     Sequence tasks: labels [N] (a class id, or a score for regression; missing where `gold`
-    is False). Tagging: wordpiece labels per sentence, and each word's first wordpiece
-    (the only positions the representation losses compare)."""
+    is False), teacher hidden [B, H], or [B, 2, H] for a pair read apart (each sentence's own
+    teacher vector, as the student's representation). Tagging: wordpiece labels per sentence,
+    and each word's first wordpiece (the only positions the representation losses compare)."""
 
     tokens: Tokens
     labels: torch.Tensor | Ragged

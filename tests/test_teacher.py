@@ -269,3 +269,50 @@ def test_unknown_cache_layer_policy_is_one_clear_error(smoke_cfg):
 
     with pytest.raises(DistilError, match="teacher.cache_layer 'always' is unknown; use one of: auto, needed"):
         layer_to_cache(smoke_cfg("teacher.cache_layer=always").teacher, get_task("classification"), False)
+
+
+def test_pair_sentences_apart_are_their_own_cache_and_serve_logits_only_runs(smoke_cfg):
+    """Wu et al. §3.1: a pair's sentences cached apart ([n, 2, H] fp16 in each shard) under their
+    own key, never mistaken for the joined pair's [CLS]; a logits-only run reuses either."""
+    cfg = smoke_cfg("+experiment=smoke-pair", "teacher.shard_size=10")
+    task, data, prepared, store = setup(cfg)
+    teacher = ensure_teacher(cfg.teacher, task, data, prepared, store, cfg.seed, hub_offline=True)
+
+    def load():
+        return load_finetuned(teacher.path, task)
+
+    apart = ensure_targets(cfg.teacher, teacher, task, data, prepared, store, -1, load, apart=True)
+    width = cfg.teacher.random_init.hidden_size
+    shard = load_file(apart.path / shard_name("transfer", 1))
+    assert shard["hidden"].dtype == torch.float16 and shard["hidden"].shape == (10, 2, width)
+    assert shard["logits"].shape == (10, data.num_labels)
+    logits_only = ensure_targets(cfg.teacher, teacher, task, data, prepared, store, None, lambda: pytest.fail("ran"))
+    assert logits_only.key == apart.key and logits_only.reused
+    joint = ensure_targets(cfg.teacher, teacher, task, data, prepared, store, -1, load)
+    assert not joint.reused and joint.key != apart.key
+    assert load_file(joint.path / shard_name("transfer", 1))["hidden"].shape == (10, width)
+    views = {name: open_targets(artifact)["transfer"] for name, artifact in (("apart", apart), ("joint", joint))}
+    assert torch.equal(views["apart"].all_logits(), views["joint"].all_logits())  # the joined pair's logits
+    assert views["apart"].hidden([3, 12, 25]).shape == (3, 2, width)
+
+
+def test_only_a_pair_can_be_cached_apart(smoke_cfg):
+    cfg = smoke_cfg()
+    task, data, prepared, store = setup(cfg)
+    teacher = ensure_teacher(cfg.teacher, task, data, prepared, store, cfg.seed, hub_offline=True)
+    with pytest.raises(ValueError, match="only a pair can be cached apart"):
+        ensure_targets(cfg.teacher, teacher, task, data, prepared, store, -1, lambda: pytest.fail("ran"), apart=True)
+
+
+@pytest.mark.parametrize("task,student,layer,expected", [
+    ("pair", "sra", -1, True),  # reads the sentences apart: each is distilled on its own (Wu et al. §3.1)
+    ("pair", "siamese", -1, True),
+    ("pair", "bilstm", -1, False),  # reads the joined pair: the joint [CLS]
+    ("classification", "sra", -1, False),
+    ("pair", "siamese", None, False),  # logits only
+])
+def test_which_students_get_a_pairs_sentences_apart(smoke_cfg, task, student, layer, expected):
+    from distil.pipeline import cache_pairs_apart
+    from distil.tasks import get_task
+
+    assert cache_pairs_apart(get_task(task), smoke_cfg(f"student={student}").student, layer) is expected

@@ -1,8 +1,9 @@
 """The representation head: the student's state mapped to the teacher's hidden size.
 
 gelu(W z + b) (Mukherjee & Awadallah eq. 6; XtremeDistil Algorithm 1), on the pooled
-vector of a sequence student or on every position of a tagger. The representation
-losses of a schedule compare its output with the teacher's cached layer.
+vector of a sequence student, on every position of a tagger, or on each sentence of a pair
+read apart ([B, 2, H]: Wu et al. §3.1 distils each sentence against its own teacher vector).
+The representation losses of a schedule compare its output with the teacher's cached layer.
 """
 
 from __future__ import annotations
@@ -27,5 +28,9 @@ class WithRepresentation(nn.Module):
 
     def forward(self, *inputs: torch.Tensor) -> dict[str, torch.Tensor]:
         out = self.student(*inputs)
-        state = out["states"] if "states" in out else out["pooled"]
-        return {**out, "representation": F.gelu(self.projection(state))}
+        return {**out, "representation": F.gelu(self.projection(projected_state(out)))}
+
+
+def projected_state(out: dict[str, torch.Tensor]) -> torch.Tensor:
+    """What the head maps: a tagger's every position, else a pair's sentences apart, else the pooled vector."""
+    return next(out[key] for key in ("states", "sentences", "pooled") if key in out)

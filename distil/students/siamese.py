@@ -1,7 +1,9 @@
 """Siamese BiLSTM for sentence pairs (Tang et al. 2019, Fig. 2; Wu et al. 2019).
 
 Both sentences go through one shared encoder; the classifier sees the comparison
-features [h1, h2, h1 * h2, |h1 - h2|] through a ReLU layer.
+features [h1, h2, h1 * h2, |h1 - h2|] through a ReLU layer. `sentences` ([B, 2, 2H]) is what
+a representation head projects: each sentence on its own, compared with the teacher's
+vector of that sentence alone (Wu et al. §3.1, Fig. 1c).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ class SiameseBiLSTM(nn.Module):
             nn.Dropout(dropout), nn.Linear(4 * width, mlp_hidden_size), nn.ReLU(),
             nn.Dropout(dropout), nn.Linear(mlp_hidden_size, num_labels),
         )
-        self.representation_size = 2 * width  # "pooled" is [h1, h2]
+        self.representation_size = width  # a representation head maps each sentence's vector
 
     @classmethod
     def from_config(cls, cfg: StudentConfig, vocab_size: int, num_labels: int, task: Task):
@@ -42,4 +44,5 @@ class SiameseBiLSTM(nn.Module):
         _, h1 = self.encoder(ids_a, mask_a)  # final forward and backward states (Tang)
         _, h2 = self.encoder(ids_b, mask_b)
         features = torch.cat([h1, h2, h1 * h2, (h1 - h2).abs()], dim=-1)
-        return {"pooled": torch.cat([h1, h2], dim=-1), "logits": self.classifier(features)}
+        return {"pooled": torch.cat([h1, h2], dim=-1), "sentences": torch.stack([h1, h2], dim=1),
+                "logits": self.classifier(features)}

@@ -3,7 +3,9 @@
 BiLSTM -> max-pool -> linear without bias -> tanh gives a sentence vector the size of the
 teacher's [CLS] vector (tanh because BERT's [CLS] values lie almost all in (-1, 1)); the
 task-agnostic stage trains it against the teacher with the cosine loss. A small ReLU MLP
-classifies one sentence, or [s1, s2, s1*s2, |s1-s2|] for a pair read apart.
+classifies one sentence, or [s1, s2, s1*s2, |s1-s2|] for a pair read apart (Fig. 1c); there
+the representation is [B, 2, H], each sentence's vector, each distilled against the teacher's
+[CLS] vector of that sentence alone (§3.1: T_x and S_x are vectors of one sentence x).
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ class SRAStudent(nn.Module):
             nn.Dropout(dropout), nn.Linear((4 if pair else 1) * sentence_size, mlp_hidden_size), nn.ReLU(),
             nn.Dropout(dropout), nn.Linear(mlp_hidden_size, num_labels),
         )
-        self.representation_size = (2 if pair else 1) * sentence_size
+        self.representation_size = sentence_size  # per sentence
 
     @classmethod
     def from_config(cls, cfg: StudentConfig, vocab_size: int, num_labels: int, task: Task,
@@ -53,5 +55,6 @@ class SRAStudent(nn.Module):
             return {"pooled": s, "sentence": s, "representation": s, "logits": self.classifier(s)}
         s1, s2 = self.sentence(*inputs[:2]), self.sentence(*inputs[2:])
         features = torch.cat([s1, s2, s1 * s2, (s1 - s2).abs()], dim=-1)
-        return {"pooled": torch.cat([s1, s2], dim=-1), "sentence": s1, "representation": s1,
+        sentences = torch.stack([s1, s2], dim=1)  # [B, 2, H]: both sentences are distilled
+        return {"pooled": torch.cat([s1, s2], dim=-1), "sentence": sentences, "representation": sentences,
                 "logits": self.classifier(features)}

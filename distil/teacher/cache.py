@@ -8,9 +8,12 @@ Layout of a targets artifact (outputs/cache/targets/<teacher>-<hash>/):
 A shard holds fp16 tensors (safetensors, readable by any safetensors tool):
     logits   [n, C]          one row per example; per-token tasks: [tokens, C] with
     offsets  [n + 1]         int64, example i is rows offsets[i]:offsets[i + 1]
-    hidden   [n, H]          layer `teacher.layer` at the task's positions, only when a schedule
-                             compares representations: [CLS] per example, or each word's first
-                             wordpiece for tagging ([words, H] with hidden_offsets [n + 1])
+    hidden   [n, H]          layer `teacher.layer` at the task's positions: [CLS] per example, or
+                             each word's first wordpiece for tagging ([words, H] with
+                             hidden_offsets [n + 1]); for a pair whose student reads the two
+                             sentences apart, [n, 2, H]: [CLS] of sentence a alone and of
+                             sentence b alone (Wu et al. 2019 §3.1, Fig. 1c), while the logits
+                             stay those of the joined pair (the teacher classifies pairs)
 
 The teacher runs over one shard's examples at a time, in length-sorted batches under
 inference mode, so memory stays at one shard whatever the transfer-set size; each shard is
@@ -34,38 +37,49 @@ import torch
 from safetensors.torch import save_file
 
 from distil.config import TeacherConfig
-from distil.data.batching import length_sorted_batches
 from distil.data.prepared import PreparedSplit
 from distil.data.split import SPLITS, TaskData
 from distil.progress import progress_bar
 from distil.store import Artifact, ArtifactStore
 from distil.tasks import Task
+from distil.teacher.inference import teacher_batches
 
 log = logging.getLogger(__name__)
 
-LAYOUT_VERSION = 2
+LAYOUT_VERSION = 3  # 3: a pair's hidden vectors may be cached per sentence ([n, 2, H])
 
 
 def ensure_targets(cfg: TeacherConfig, teacher: Artifact, task: Task, data: TaskData,
                    prepared: dict[str, PreparedSplit], store: ArtifactStore, layer: int | None,
-                   load_teacher: Callable[[], tuple]) -> Artifact:
-    """Logits for every split, plus hidden layer `layer` (None: logits only). `load_teacher()`
+                   load_teacher: Callable[[], tuple], apart: bool = False) -> Artifact:
+    """Logits for every split, plus hidden layer `layer` (None: logits only): of each example as
+    the teacher reads it, or, with `apart`, of each sentence of a pair alone. `load_teacher()`
     gives (model, tokenizer) and is called only when a shard has to be computed."""
-    def spec(hidden_layer: int | None) -> dict:
+    if apart and task.inputs != "pair":
+        raise ValueError(f"only a pair can be cached apart, not a {task.name} task's {task.inputs}")
+    apart = apart and layer is not None
+
+    def spec(hidden_layer: int | None, hidden_apart: bool) -> dict:
+        # `apart` is in the key: a joint and a per-sentence cache never stand in for each other
         return {"teacher": teacher.key, "data": data.fingerprint(*SPLITS), "max_length": cfg.max_length,
-                "layer": hidden_layer, "dtype": "float16", "shard_size": cfg.shard_size, "layout": LAYOUT_VERSION}
+                "layer": hidden_layer, "apart": hidden_apart, "dtype": "float16", "shard_size": cfg.shard_size,
+                "layout": LAYOUT_VERSION}
 
     if layer is None:
-        # Logits are the same bytes in a cache that also holds a hidden layer: reuse it.
-        superset = store.find("targets", cfg.name, spec(cfg.layer))
-        if superset is not None:
-            log.info("reusing cached teacher targets %s (logits only needed)", superset.path)
-            return superset
+        # Logits are the same bytes in a cache that also holds a hidden layer, joint or apart: reuse it.
+        for hidden_apart in (False, True) if task.inputs == "pair" else (False,):
+            superset = store.find("targets", cfg.name, spec(cfg.layer, hidden_apart))
+            if superset is not None:
+                log.info("reusing cached teacher targets %s (logits only needed)", superset.path)
+                return superset
     describe = {"teacher": cfg.name, "dataset": data.name, "task": task.name,
                 "layers": [] if layer is None else [layer], "examples": data.summary()}
+    if apart:
+        describe["hidden"] = "each sentence of a pair alone"
     artifact = store.get_or_build(
-        "targets", cfg.name, spec(layer),
-        lambda out: write_targets(out, task, prepared, layer, cfg.shard_size, cfg.eval_batch_size, load_teacher),
+        "targets", cfg.name, spec(layer, apart),
+        lambda out: write_targets(out, task, prepared, layer, cfg.shard_size, cfg.eval_batch_size, load_teacher,
+                                  apart),
         describe=describe,
     )
     if artifact.reused:
@@ -80,9 +94,10 @@ def shard_name(split: str, index: int) -> str:
 
 
 def write_targets(out: Path, task: Task, prepared: dict[str, PreparedSplit], layer: int | None,
-                  shard_size: int, batch_size: int, load_teacher: Callable[[], tuple]) -> dict:
+                  shard_size: int, batch_size: int, load_teacher: Callable[[], tuple], apart: bool = False) -> dict:
     """Write every missing shard into `out` (shards already there are complete: kept)."""
-    layout = {"per_token": task.per_token, "layer": layer, "splits": {}}
+    layout = {"per_token": task.per_token, "layer": layer, "apart": apart, "splits": {}}
+    passes = 3 if apart else 1  # the joined pair for the logits, then each sentence alone
     teacher = None
     with progress_bar() as progress:
         for split in SPLITS:
@@ -93,7 +108,8 @@ def write_targets(out: Path, task: Task, prepared: dict[str, PreparedSplit], lay
                                                   for i, (s, e) in enumerate(bounds)]}
             missing = [i for i in range(len(bounds)) if not (out / shard_name(split, i)).is_file()]
             done = len(examples) - sum(bounds[i][1] - bounds[i][0] for i in missing)
-            bar = progress.add_task(f"caching teacher outputs: {split}", total=len(examples), completed=done,
+            bar = progress.add_task(f"caching teacher outputs: {split}", total=passes * len(examples),
+                                    completed=passes * done,
                                     status=f"resuming at shard {missing[0]}" if missing and done else "")
             for index in missing:
                 if teacher is None:
@@ -101,7 +117,8 @@ def write_targets(out: Path, task: Task, prepared: dict[str, PreparedSplit], lay
                 model, tokenizer = teacher
                 start, end = bounds[index]
                 tensors = compute_shard(model, task, examples, np.arange(start, end), tokenizer.pad_token_id,
-                                        batch_size, layer, progress=lambda n, bar=bar: progress.advance(bar, n))
+                                        batch_size, layer, progress=lambda n, bar=bar: progress.advance(bar, n),
+                                        apart=apart)
                 path = out / shard_name(split, index)
                 partial = path.with_suffix(".partial")
                 save_file(tensors, partial)
@@ -112,36 +129,51 @@ def write_targets(out: Path, task: Task, prepared: dict[str, PreparedSplit], lay
 
 @torch.inference_mode()
 def compute_shard(model, task: Task, split: PreparedSplit, rows: np.ndarray, pad_id: int, batch_size: int,
-                  layer: int | None, progress=None) -> dict[str, torch.Tensor]:
+                  layer: int | None, progress=None, apart: bool = False) -> dict[str, torch.Tensor]:
     """The shard's tensors, each batch written straight into one fp16 buffer per tensor.
 
     Sizes are known before the teacher runs (lengths, and the task's hidden positions), so
     nothing is allocated per example: thousands of small per-example tensors between each
     batch's large activations fragment the heap and make memory creep from shard to shard."""
     model.eval()
+    joint_layer = None if apart else layer  # the layer read from the examples as the teacher reads them
     lengths = split.ids.lengths()[rows]
     logit_offsets = _offsets(lengths if task.per_token else np.ones(len(rows), dtype=np.int64))
     tensors = {"logits": torch.empty((int(logit_offsets[-1]), model.config.num_labels), dtype=torch.float16)}
-    if layer is not None:
+    if joint_layer is not None:
         positions = [task.hidden_positions(split, int(row)) for row in rows]
         hidden_offsets = _offsets(np.asarray([len(p) for p in positions], dtype=np.int64))
         tensors["hidden"] = torch.empty((int(hidden_offsets[-1]), model.config.hidden_size), dtype=torch.float16)
-    for batch in length_sorted_batches(lengths, batch_size):
-        ids, mask = split.ids.pad(rows[batch], pad_id)
-        out = model(input_ids=ids, attention_mask=mask, output_hidden_states=layer is not None)
+    for batch, out in teacher_batches(model, split.ids, rows, pad_id, batch_size, joint_layer is not None, progress):
         for k, local in enumerate(batch):
             first, last = logit_offsets[local], logit_offsets[local + 1]
             tensors["logits"][first:last] = out.logits[k, : lengths[local]] if task.per_token else out.logits[k]
-            if layer is not None:
+            if joint_layer is not None:
                 first, last = hidden_offsets[local], hidden_offsets[local + 1]
-                tensors["hidden"][first:last] = out.hidden_states[layer][k, torch.from_numpy(positions[local])]
-        if progress is not None:
-            progress(len(batch))
+                tensors["hidden"][first:last] = out.hidden_states[joint_layer][k, torch.from_numpy(positions[local])]
+    if apart:
+        tensors["hidden"] = sentence_vectors(model, split, rows, pad_id, batch_size, layer, progress)
     if task.per_token:  # one row per example otherwise: no offsets needed
         tensors["offsets"] = torch.from_numpy(logit_offsets)
-        if layer is not None:
+        if joint_layer is not None:
             tensors["hidden_offsets"] = torch.from_numpy(hidden_offsets)
     return tensors
+
+
+CLS = 0  # the position the joined pair's vector is read at (Task.hidden_positions), here of each sentence
+
+
+def sentence_vectors(model, split: PreparedSplit, rows: np.ndarray, pad_id: int, batch_size: int, layer: int,
+                     progress=None) -> torch.Tensor:
+    """[n, 2, H] fp16: layer `layer` at [CLS] of sentence a run through the teacher alone, and of
+    sentence b alone. Wu et al. 2019 §3.1, Fig. 1c: the student encodes each sentence on its
+    own, so each is distilled against the teacher's vector of that sentence (T_x for a
+    sentence x); the joined pair's [CLS] mixes both and matches neither."""
+    vectors = torch.empty((len(rows), 2, model.config.hidden_size), dtype=torch.float16)
+    for side, sentences in enumerate((split.pair.first, split.pair.second)):
+        for batch, out in teacher_batches(model, sentences, rows, pad_id, batch_size, True, progress):
+            vectors[torch.from_numpy(batch), side] = out.hidden_states[layer][:, CLS].to(vectors.dtype)
+    return vectors
 
 
 def _offsets(counts: np.ndarray) -> np.ndarray:
@@ -177,10 +209,11 @@ class Shard:
         return np.frombuffer(self._read(begin, end - begin), dtype=dtype).reshape(meta["shape"])
 
     def rows(self, name: str, local: int, per_token: bool) -> np.ndarray:
-        """Example `local` of this shard: [width] for one row per example, else [len, width]."""
+        """Example `local` of this shard: one row ([width], or [2, width] for a pair's sentences
+        apart), or [len, width] for per-token tensors."""
         meta = self.tensors[name]
-        width = meta["shape"][-1]
-        row_bytes = 2 * width
+        row_shape = meta["shape"][1:]
+        row_bytes = 2 * int(np.prod(row_shape))
         if per_token:
             offsets_name = "hidden_offsets" if name == "hidden" else "offsets"
             if offsets_name not in self._offsets:
@@ -189,7 +222,7 @@ class Shard:
         else:
             first, last = local, local + 1
         data = self._read(meta["data_offsets"][0] + int(first) * row_bytes, int(last - first) * row_bytes)
-        values = np.frombuffer(data, dtype=np.float16).reshape(-1, width)
+        values = np.frombuffer(data, dtype=np.float16).reshape(-1, *row_shape)
         return values if per_token else values[0]
 
     def close(self) -> None:
@@ -253,8 +286,8 @@ class MemoryTargets:
 class TargetView:
     """Rows of one or more cached splits in a chosen order: what a student split reads.
 
-    `logits(rows)` / `hidden(rows)` give fp32 tensors: [B, C] (or [B, H]) for sequence tasks,
-    a list of [len_i, C] (or [words_i, H]) for per-token tasks."""
+    `logits(rows)` / `hidden(rows)` give fp32 tensors: [B, C] (or [B, H], [B, 2, H] for a pair's
+    sentences apart) for sequence tasks, a list of [len_i, C] (or [words_i, H]) for per-token tasks."""
 
     def __init__(self, parts: Sequence[tuple[SplitTargets | MemoryTargets, np.ndarray]]):
         self.parts = [(source, np.asarray(rows, dtype=np.int64)) for source, rows in parts]
