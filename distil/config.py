@@ -109,10 +109,6 @@ class StageConfig:
     # 5.1, eq. 8): every batch half labeled, half transfer rows; an epoch is one pass over the
     # larger of the two sets, the smaller one cycled in fresh shuffles
     sampler: str = "shuffle"
-    # with unfreeze: gradual, which of the student's layer groups get a step: "reachable", only
-    # those the stage's losses can change; "all", every group from the stage's output layer
-    # down (XtremeDistil Table 4: the projection is a step of the logit stages too)
-    unfreeze_groups: str = "reachable"
 
 
 @dataclass
@@ -125,6 +121,10 @@ class ScheduleConfig:
     # Named loss weights that stages refer to by interpolation, e.g. ce: ${schedule.weights.alpha},
     # so a sweep can vary them: distil -m schedule=joint schedule.weights.alpha=1,10
     weights: dict[str, float] = field(default_factory=dict)
+    # Where the representation head's projection sits, when a stage compares representations:
+    # "side" (beside the classifier, training only: Mukherjee & Awadallah eq. 6) or "path" (the
+    # classifier reads gelu(W h + b): XtremeDistil Table 4, where unfreezing the projection moves F1)
+    projection: str = "side"
     stages: list[StageConfig] = MISSING
 
 

@@ -27,6 +27,7 @@ from distil.schedule import StudentSplit, needs_teacher_hidden, run_schedule, va
 from distil.speed import examples_per_second
 from distil.store import ArtifactStore
 from distil.students import (
+    FAMILIES,
     build_student,
     check_student,
     count_params,
@@ -36,6 +37,7 @@ from distil.students import (
     word_embeddings,
 )
 from distil.students.embeddings import check_embedding_init, initial_embeddings
+from distil.students.heads import check_projection_place
 from distil.students.vocab import PAD, TrimmedVocab
 from distil.tasks import Task, make_task
 from distil.teacher import TargetView, ensure_targets, ensure_teacher, load_finetuned, load_tokenizer, open_targets
@@ -94,6 +96,8 @@ def run(cfg: Config, run_dir: Path, choices: dict, overrides: list[str]) -> dict
     if cached_layer is not None:
         check_layer(cfg.teacher)
     check_student(cfg.student, task)
+    if with_hidden:
+        check_projection_place(cfg.schedule.projection, FAMILIES[cfg.student.kind])
     check_embedding_init(cfg.student.embedding_init, embedding_size(cfg.student), teacher_hidden_size(cfg.teacher),
                          cfg.student.vectors_file, reads_words(cfg.student))
     started = time.perf_counter()
@@ -254,7 +258,8 @@ def train_student(cfg: Config, task: Task, data: TaskData, splits: dict[str, Spl
 
     torch.manual_seed(cfg.seed)
     model = build_student(cfg.student, len(vocab), task.num_outputs(data.label_names), task,
-                          teacher_vocab.hidden_size, representation_head=needs_teacher_hidden(cfg.schedule))
+                          teacher_vocab.hidden_size, representation_head=needs_teacher_hidden(cfg.schedule),
+                          projection=cfg.schedule.projection)
     initialise_embeddings(model, cfg, vocab, teacher_vocab)
     trainer = cfg.trainer
     if cfg.student.batch_size is not None:  # a student's own paper setting beats the trainer default
@@ -297,7 +302,7 @@ def save_student(result: StudentResult, cfg: Config, task: Task, data: TaskData,
     config = {"student": OmegaConf.to_container(cfg.student), "task": task.name, "inputs": task.inputs,
               "labels": task.output_names(data.label_names), "vocab_size": len(result.vocab),
               "teacher_hidden_size": result.teacher_hidden_size,
-              "representation_head": needs_teacher_hidden(cfg.schedule),
+              "representation_head": needs_teacher_hidden(cfg.schedule), "projection": cfg.schedule.projection,
               "max_length": cfg.teacher.max_length}
     (out / "config.json").write_text(json.dumps(config, indent=2))
 

@@ -38,7 +38,8 @@ class SavedStudent:
         self.tokenizer = AutoTokenizer.from_pretrained(directory / "tokenizer", local_files_only=True)
         self.model = build_student(self.cfg, len(self.vocab), len(self.labels), self.task,
                                    self.config["teacher_hidden_size"],
-                                   representation_head=self.config.get("representation_head", False))
+                                   representation_head=self.config.get("representation_head", False),
+                                   projection=self.config.get("projection", "side"))
         self.model.load_state_dict(load_file(directory / "model.safetensors"))
         self.model.eval()
 

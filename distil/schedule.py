@@ -38,7 +38,6 @@ STAGE_DATA = ("labeled", "transfer")
 UNFREEZE = ("none", "gradual")
 SELECT = ("auto", "metric", "loss")
 SAMPLERS = ("shuffle", "balanced")
-UNFREEZE_GROUPS = ("reachable", "all")
 
 
 @dataclass
@@ -133,7 +132,6 @@ def validate_schedule(schedule: ScheduleConfig, trainer: TrainerConfig, task: Ta
             raise DistilError(f"{where}: data must list some of {', '.join(STAGE_DATA)} (got {list(stage.data)})")
         task.check_losses(stage.losses, where)
         _check_choice(f"{where}: unfreeze", stage.unfreeze, UNFREEZE)
-        _check_choice(f"{where}: unfreeze_groups", stage.unfreeze_groups, UNFREEZE_GROUPS)
         _check_choice(f"{where}: select", stage.select, SELECT)
         _check_reductions(stage, where)
         _check_sampler(stage, trainer, where)
@@ -185,16 +183,16 @@ def run_schedule(
 
 
 def unfreezing_groups(model: torch.nn.Module, stage: StageConfig) -> list[tuple[str, list[torch.nn.Parameter]]]:
-    """The student's layer groups, top to bottom, that get an unfreezing step. A
-    representation-only stage starts at the projection: it has no output layer (XtremeDistil
-    Algorithm 1, stage 1). `unfreeze_groups: reachable` also skips the projection in a stage
-    without representation losses (here it is a side head, so training it could not change the
-    loss); `all` keeps it, as Table 4 lists it in stages 2 and 3 (XtremeDistil's projection sits
-    under the output layer), and the step then trains the groups above it once more."""
+    """The student's layer groups, top to bottom, that get an unfreezing step: those the stage's
+    losses can reach. A representation-only stage starts at the projection: it has no output
+    layer (XtremeDistil Algorithm 1, stage 1). A logit stage steps through the projection only
+    where it sits under the classifier (schedule.projection: path, XtremeDistil Table 4); a side
+    head (path: side) could not change a logit loss, so it gets no step there."""
     skip = set()
     if not reads_logits(stage.losses):
         skip.add("classifier")
-    if not reads_representation(stage.losses) and stage.unfreeze_groups == "reachable":
+    projection_reaches_logits = getattr(model, "in_path", False)  # schedule.projection: path
+    if not (reads_representation(stage.losses) or projection_reaches_logits):
         skip.add("projection")
     return [(name, list(module.parameters())) for name, module in model.layer_groups() if name not in skip]
 

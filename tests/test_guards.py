@@ -1,7 +1,6 @@
 """Guards on what may influence what: test labels choose nothing, the teacher learns from the
 labeled split alone, and `teacher.layer=k` caches the teacher's hidden_states[k]."""
 
-import json
 import shutil
 from pathlib import Path
 

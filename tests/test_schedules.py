@@ -52,7 +52,8 @@ def student_for(cfg, schedule=None):
     torch.manual_seed(0)
     schedule = schedule or cfg.schedule
     return build_student(cfg.student, vocab_size=16, num_labels=3, task=CLASSIFICATION,
-                         teacher_hidden_size=HIDDEN, representation_head=needs_teacher_hidden(schedule))
+                         teacher_hidden_size=HIDDEN, representation_head=needs_teacher_hidden(schedule),
+                         projection=schedule.projection)
 
 
 def stage_loss(model, stage, pool):
@@ -120,24 +121,55 @@ def test_frozen_layers_do_not_change_during_a_step(smoke_cfg):
     trainer = StageTrainer("d3.2", stage, cfg.trainer, model, splits, evaluator(splits), CLASSIFICATION,
                            np.random.default_rng(0), 0)
     before = snapshot(model)
-    classifier = [p for name, p in model.named_parameters() if "classifier" in name]
-    record = trainer.step("classifier", classifier)
+    name, top = model.layer_groups()[0]
+    classifier = list(top.parameters())
+    record = trainer.step(name, classifier)
     after = snapshot(model)
     changed = {k for k in before if not torch.equal(before[k], after[k])}
     assert record["best_epoch"] > 0, "the classifier should improve on a random start"
-    assert changed and all("classifier" in k for k in changed)
+    assert changed == {"output.weight", "output.bias"}  # d3.2's projection sits under it (path)
     assert record["trainable_params"] == sum(p.numel() for p in classifier)
 
 
 def test_gradual_unfreezing_reaches_every_layer_group(smoke_cfg):
-    cfg = smoke_cfg("schedule=d4.2", "schedule.stages.1.unfreeze_groups=reachable")
+    cfg = smoke_cfg("schedule=d4.2", "schedule.projection=side")
     model = student_for(cfg)
     groups = [name for name, _ in model.layer_groups()]
     assert groups == ["classifier", "projection", "bilstm", "embeddings"]
     stages = {s.name: s for s in cfg.schedule.stages}
-    # reachable: a logits-only stage cannot move the projection; a representation-only one not the classifier
+    # a side head: a logits-only stage cannot move the projection; a representation-only one not the classifier
     assert [n for n, _ in unfreezing_groups(model, stages["S2"])] == ["classifier", "bilstm", "embeddings"]
     assert [n for n, _ in unfreezing_groups(model, stages["S1"])] == ["projection", "bilstm", "embeddings"]
+
+
+@pytest.mark.parametrize("place", ["side", "path"])
+def test_projection_place_decides_whether_logits_read_it(smoke_cfg, place):
+    """path: logits = W^r gelu(W^f h + b^f) (XtremeDistil Table 4), so the projection moves the logits
+    and is a step of the logit stages; side: it feeds the representation losses only."""
+    cfg = smoke_cfg("schedule=d4.2", f"schedule.projection={place}")
+    model = student_for(cfg).eval()
+    ids = torch.tensor([[2, 5, 7, 3]])
+    mask = torch.ones_like(ids)
+    before = model(ids, mask)
+    with torch.no_grad():
+        model.projection.weight.mul_(2.0)
+    after = model(ids, mask)
+    assert not torch.equal(before["representation"], after["representation"])
+    assert torch.equal(before["logits"], after["logits"]) == (place == "side")
+    if place == "path":
+        pooled = before["pooled"]
+        output = model.layer_groups()[0][1]
+        expected = output(torch.nn.functional.gelu(pooled @ (model.projection.weight / 2).T + model.projection.bias))
+        assert torch.allclose(before["logits"], expected, atol=1e-6)
+    stage_2 = cfg.schedule.stages[1]
+    steps = [n for n, _ in unfreezing_groups(model, stage_2)]
+    assert steps == (TABLE_4 if place == "path" else ["classifier", "bilstm", "embeddings"])
+
+
+def test_projection_path_needs_a_linear_classifier(smoke_cfg):
+    cfg = smoke_cfg("schedule=d4.2", "student=tang")
+    with pytest.raises(DistilError, match="schedule.projection=path needs a student whose classifier is one linear"):
+        student_for(cfg)
 
 
 TABLE_4 = ["classifier", "projection", "bilstm", "embeddings"]  # Linear/Softmax, Projection, BiLSTM, Word Emb
@@ -286,7 +318,6 @@ def test_labels_only_stages_get_their_own_epoch_budget(smoke_cfg):
     ("++schedule.stages.0.reduction.repr_kl=sum", "reduction names repr_kl, which the stage does not use"),
     ("schedule.stages.0.sampler=balanced", "sampler 'balanced' needs data [labeled, transfer]"),
     ("schedule.stages.0.sampler=even", "sampler 'even' is unknown; use one of: shuffle, balanced"),
-    ("schedule.stages.0.unfreeze_groups=some", "unfreeze_groups 'some' is unknown; use one of: reachable, all"),
 ])
 def test_bad_stage_settings_fail_before_training(smoke_cfg, override, message):
     cfg = smoke_cfg("schedule=d1", override)

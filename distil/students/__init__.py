@@ -8,7 +8,7 @@ from distil.config import StudentConfig
 from distil.errors import DistilError
 from distil.students.bilstm import BiLSTMClassifier
 from distil.students.bilstm_tagger import BiLSTMTagger
-from distil.students.heads import WithRepresentation
+from distil.students.heads import WithRepresentation, check_projection_place
 from distil.students.rnn import RNNClassifier
 from distil.students.siamese import SiameseBiLSTM
 from distil.students.sra import SRAStudent
@@ -81,18 +81,21 @@ def word_embeddings(model: torch.nn.Module) -> torch.nn.Embedding:
 
 def build_student(
     cfg: StudentConfig, vocab_size: int, num_labels: int, task: Task,
-    teacher_hidden_size: int | None = None, representation_head: bool = False,
+    teacher_hidden_size: int | None = None, representation_head: bool = False, projection: str = "side",
 ) -> torch.nn.Module:
-    """The student; with `representation_head`, wrapped with gelu(W z + b) to the teacher's size."""
+    """The student; with `representation_head`, wrapped with gelu(W z + b) to the teacher's size,
+    beside the classifier or under it (`projection`: side | path, see heads.WithRepresentation)."""
     check_student(cfg, task)
     family = FAMILIES[cfg.kind]
+    if representation_head:
+        check_projection_place(projection, family)
     needs_teacher_size = getattr(family, "NEEDS_TEACHER_SIZE", False) or representation_head
     if needs_teacher_size and teacher_hidden_size is None:
         raise ValueError(f"student kind '{cfg.kind}' needs teacher_hidden_size")
     extra = {"teacher_hidden_size": teacher_hidden_size} if getattr(family, "NEEDS_TEACHER_SIZE", False) else {}
     student = family.from_config(cfg, vocab_size, num_labels, task, **extra)
     if representation_head and not getattr(family, "HAS_REPRESENTATION", False):
-        return WithRepresentation(student, teacher_hidden_size)
+        return WithRepresentation(student, teacher_hidden_size, projection)
     return student
 
 

@@ -62,6 +62,7 @@ class RecurrentStudent(nn.Module):
     Subclasses decide what the classifier reads (max-pool, last state, every position)."""
 
     INPUTS: tuple[str, ...] = ()  # what it reads: "text", "pair" (joined), "tokens" (tagging)
+    LINEAR_CLASSIFIER = True  # `classifier` is one nn.Linear over the state (a projection can go under it)
 
     def __init__(self, vocab_size: int, embedding_dim: int, hidden_size: int, num_labels: int,
                  dropout: float, pad_id: int = 0, num_layers: int = 1, recurrent_dropout: float = 0.0):

@@ -12,23 +12,57 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from distil.errors import DistilError
+
+PLACES = ("side", "path")
+
 
 class WithRepresentation(nn.Module):
-    """Wraps a student; adds `representation` to its outputs."""
+    """Wraps a student; adds `representation` to its outputs.
 
-    def __init__(self, student: nn.Module, teacher_hidden_size: int):
+    `place` says where the projection sits. "side": a head beside the classifier, used only
+    by the representation losses and dropped at deployment (Mukherjee & Awadallah eq. 6).
+    "path": the classifier reads the projected vector, logits = W^r gelu(W^f h + b^f) — what
+    XtremeDistil's Table 4 implies (unfreezing the projection in the logit stage moves F1), so
+    the projection is trained by every loss and deployed with the student."""
+
+    def __init__(self, student: nn.Module, teacher_hidden_size: int, place: str = "side"):
         super().__init__()
-        self.student = student
+        self.student, self.place = student, place
         self.projection = nn.Linear(student.representation_size, teacher_hidden_size)
+        if self.in_path:
+            # the output layer reads the projected vector; the student's own classifier goes
+            self.output = nn.Linear(teacher_hidden_size, student.classifier.out_features)
+            student.classifier = nn.Identity()
+
+    @property
+    def in_path(self) -> bool:
+        return self.place == "path"
 
     def layer_groups(self) -> list[tuple[str, nn.Module]]:
         """The projection sits just under the classifier (XtremeDistil Table 4)."""
         classifier, *below = self.student.layer_groups()
+        if self.in_path:
+            classifier = ("classifier", self.output)
         return [classifier, ("projection", self.projection), *below]
 
     def forward(self, *inputs: torch.Tensor) -> dict[str, torch.Tensor]:
         out = self.student(*inputs)
-        return {**out, "representation": F.gelu(self.projection(projected_state(out)))}
+        representation = F.gelu(self.projection(projected_state(out)))
+        if not self.in_path:
+            return {**out, "representation": representation}
+        return {**out, "representation": representation, "logits": self.output(self.student.dropout(representation))}
+
+
+def check_projection_place(place: str, family: type) -> None:
+    """`path` needs a student whose classifier is one linear layer over the state it projects
+    (families say so with LINEAR_CLASSIFIER)."""
+    if place not in PLACES:
+        raise DistilError(f"schedule.projection '{place}' is unknown; use one of: {', '.join(PLACES)}")
+    if place == "path" and not getattr(family, "LINEAR_CLASSIFIER", False):
+        raise DistilError(f"schedule.projection=path needs a student whose classifier is one linear layer "
+                          f"(bilstm, bilstm-tagger, rnn, transformer), not {family.__name__}; "
+                          f"use schedule.projection=side")
 
 
 def projected_state(out: dict[str, torch.Tensor]) -> torch.Tensor:

@@ -19,6 +19,7 @@ from distil.tasks import Task
 
 class TangStudent(RecurrentStudent):
     INPUTS = ("text",)  # sentence pairs are Tang's siamese model (Fig. 2): student=siamese
+    LINEAR_CLASSIFIER = False  # a ReLU layer, then the output layer
 
     def __init__(self, vocab_size: int, embedding_dim: int, hidden_size: int, num_labels: int, dropout: float,
                  relu_size: int, pad_id: int = 0, num_layers: int = 1, recurrent_dropout: float = 0.0):

@@ -16,6 +16,7 @@ from distil.tasks import Task
 
 class TransformerStudent(nn.Module):
     INPUTS = ("text", "pair", "tokens")
+    LINEAR_CLASSIFIER = True  # `classifier` is one nn.Linear over the state (a projection can go under it)
 
     def __init__(self, vocab_size: int, layers: int, hidden: int, num_labels: int, dropout: float,
                  per_token: bool, max_positions: int = 512):
