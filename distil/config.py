@@ -109,6 +109,10 @@ class StageConfig:
     # 5.1, eq. 8): every batch half labeled, half transfer rows; an epoch is one pass over the
     # larger of the two sets, the smaller one cycled in fresh shuffles
     sampler: str = "shuffle"
+    # which rows the losses against the teacher read: "all" (labeled and transfer examples), or
+    # "transfer" (only examples without a gold label: Mukherjee & Awadallah eq. 8 and XtremeDistil
+    # eq. 7 put CE on D_l and the teacher's losses on D_u); dev losses always read every dev row
+    teacher_rows: str = "all"
 
 
 @dataclass

@@ -148,20 +148,38 @@ class Targets:
     has_gold: torch.Tensor | None = None  # [B] bool where labels holds a gold label; None: labels >= 0
 
 
+TEACHER_ROWS = ("all", "transfer")
+
+
+def example_has_gold(targets: Targets) -> torch.Tensor:
+    """[B] bool: the example has a gold label (a tagged sentence: any of its tokens)."""
+    if targets.has_gold is not None:
+        return targets.has_gold
+    labels = targets.labels
+    return (labels >= 0).any(dim=1) if labels.dim() == 2 else labels >= 0
+
+
 def weighted_loss(weights: dict[str, float], outputs: dict[str, torch.Tensor], targets: Targets,
                   temperature: float = 1.0, supervised: Callable[..., torch.Tensor] = cross_entropy,
-                  reductions: dict[str, str] | None = None) -> torch.Tensor:
+                  reductions: dict[str, str] | None = None, teacher_rows: str = "all") -> torch.Tensor:
     """Sum of weight * loss over the stage's losses. `supervised` is what `ce` means for the
     task: cross-entropy on classes, squared error on a regression score. `reductions` (the
-    stage's `reduction`) overrides a vector loss's default sum or mean over its units."""
+    stage's `reduction`) overrides a vector loss's default sum or mean over its units.
+    `teacher_rows` "transfer" keeps the losses against the teacher to examples without a gold
+    label (Mukherjee & Awadallah eq. 8, XtremeDistil eq. 7: CE over D_l, the rest over D_u)."""
     logits, labels, teacher_logits = outputs["logits"], targets.labels, targets.teacher_logits
     representation, teacher_hidden = outputs.get("representation"), targets.teacher_hidden
+    unlabeled = ~example_has_gold(targets)  # [B]: examples of the transfer set
+    logit_rows = repr_rows = unlabeled
     if logits.dim() == 3:
         # Tagging: one row per real wordpiece for logit losses; padding, [CLS] and [SEP] drop out.
         # Representation losses compare words' first pieces only: padding and 'X' drop out.
         real = labels != IGNORE
+        per_token = unlabeled[:, None].expand_as(labels)
+        logit_rows = per_token[real]
         logits, labels, teacher_logits = logits[real], labels[real], teacher_logits[real]
         if representation is not None and teacher_hidden is not None:
+            repr_rows = per_token[targets.word_starts]
             representation, teacher_hidden = representation[targets.word_starts], teacher_hidden[targets.word_starts]
     has_gold = targets.has_gold if targets.has_gold is not None else labels >= 0
     total = logits.new_zeros(())
@@ -173,12 +191,16 @@ def weighted_loss(weights: dict[str, float], outputs: dict[str, torch.Tensor], t
             if representation is None or teacher_hidden is None:
                 raise ValueError(f"loss '{name}' needs the student's representation and the teacher's hidden layer")
             student, target = representation, teacher_hidden
+            if teacher_rows == "transfer":
+                student, target = student[repr_rows], target[repr_rows]
         elif spec.needs == "gold":
             student, target = logits[has_gold], labels[has_gold]
         elif spec.needs == "gold_else_teacher":
             student, target = logits, hard_labels(labels, has_gold, teacher_logits)
         else:
             student, target = logits, teacher_logits
+            if teacher_rows == "transfer":
+                student, target = student[logit_rows], target[logit_rows]
         if len(student) == 0:
             continue
         extra = {"temperature": temperature} if spec.tempered else {}

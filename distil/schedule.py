@@ -20,7 +20,16 @@ from distil.config import ScheduleConfig, StageConfig, TrainerConfig
 from distil.data.batching import balanced_batch_count, balanced_batches, pad_labels, shuffled_batches
 from distil.data.ragged import Ragged, Tokens
 from distil.errors import DistilError
-from distil.losses import LOSSES, REDUCIBLE, REDUCTIONS, Targets, reads_logits, reads_representation, weighted_loss
+from distil.losses import (
+    LOSSES,
+    REDUCIBLE,
+    REDUCTIONS,
+    TEACHER_ROWS,
+    Targets,
+    reads_logits,
+    reads_representation,
+    weighted_loss,
+)
 from distil.tasks import Task
 from distil.teacher.cache import TargetView
 from distil.train import fit
@@ -134,6 +143,7 @@ def validate_schedule(schedule: ScheduleConfig, trainer: TrainerConfig, task: Ta
         _check_choice(f"{where}: unfreeze", stage.unfreeze, UNFREEZE)
         _check_choice(f"{where}: select", stage.select, SELECT)
         _check_reductions(stage, where)
+        _check_choice(f"{where}: teacher_rows", stage.teacher_rows, TEACHER_ROWS)
         _check_sampler(stage, trainer, where)
 
 
@@ -228,10 +238,11 @@ class StageTrainer:
         self.select_on_loss = selects_on_loss(stage)
         self.label = f"{schedule_name} {stage.name} ({'+'.join(self.weights)})"
 
-    def loss(self, split: StudentSplit, rows) -> torch.Tensor:
+    def loss(self, split: StudentSplit, rows, teacher_rows: str | None = None) -> torch.Tensor:
         inputs, targets = split.batch(rows, self.pad_id)
         return weighted_loss(self.weights, self.model(*inputs), targets, self.stage.temperature,
-                             supervised=self.task.supervised_loss, reductions=self.reductions)
+                             supervised=self.task.supervised_loss, reductions=self.reductions,
+                             teacher_rows=teacher_rows or self.stage.teacher_rows)
 
     def effective_reductions(self) -> dict[str, str]:
         """Each vector loss of the stage and whether it sums or averages over units, as trained."""
@@ -256,7 +267,8 @@ class StageTrainer:
         total, size = 0.0, self.trainer.eval_batch_size
         for start in range(0, len(dev), size):
             rows = np.arange(start, min(start + size, len(dev)))
-            total += self.loss(dev, rows).item() * len(rows)
+            # every dev row has a gold label: the teacher's losses read them all, or they would vanish
+            total += self.loss(dev, rows, teacher_rows="all").item() * len(rows)
         return total / max(len(dev), 1)
 
     def dev_score(self) -> float:
@@ -302,6 +314,7 @@ class StageTrainer:
         return {
             "name": self.stage.name, "step": name, "losses": self.weights, "data": list(self.stage.data),
             "reduction": self.effective_reductions(), "sampler": self.stage.sampler,
+            "teacher_rows": self.stage.teacher_rows,
             "examples": len(self.pool), "trainable_params": sum(p.numel() for p in params),
             "batch_size": batch_size, "optimizer": self.trainer.optimizer, "lr_schedule": self.trainer.lr_schedule,
             "selected_on": "dev loss" if self.select_on_loss else f"dev {self.metric}",

@@ -168,3 +168,31 @@ def test_tagging_masks_padding_specials_and_continuations():
     assert weighted_loss({"logit_mse": 1.0}, outputs, targets, reductions=summed).item() == pytest.approx(2.0 / 3)
     assert weighted_loss({"repr_mse": 1.0}, outputs, targets, reductions=summed).item() == pytest.approx(1.0)
     assert weighted_loss({"ce": 1.0}, outputs, targets).item() == pytest.approx(math.log(3))
+
+
+def test_teacher_rows_transfer_keeps_teacher_losses_off_labeled_rows():
+    """Mukherjee & Awadallah eq. 8 / XtremeDistil eq. 7: CE over D_l, logit and representation
+    losses over D_u. Row 1 is labeled, row 2 is a transfer row."""
+    logits = torch.tensor([[1.0, 0.0], [0.0, 2.0]])
+    teacher = torch.tensor([[3.0, 0.0], [0.0, 0.0]])
+    student_repr, teacher_repr = torch.tensor([[1.0, 1.0], [0.0, 2.0]]), torch.tensor([[0.0, 0.0], [0.0, 0.0]])
+    targets = Targets(torch.tensor([0, -1]), teacher, teacher_repr)
+    outputs = {"logits": logits, "representation": student_repr}
+    weights = {"logit_mse": 1.0, "repr_mse": 1.0}
+    everywhere = weighted_loss(weights, outputs, targets, reductions={"logit_mse": "sum", "repr_mse": "sum"})
+    transfer = weighted_loss(weights, outputs, targets, reductions={"logit_mse": "sum", "repr_mse": "sum"},
+                             teacher_rows="transfer")
+    # all rows: logit 1/2 (4 + 4) / 2 = 2, repr 1/2 (2 + 4) / 2 = 1.5; transfer row only: 1/2 * 4 = 2, 1/2 * 4 = 2
+    assert everywhere.item() == pytest.approx(3.5)
+    assert transfer.item() == pytest.approx(4.0)
+
+
+def test_teacher_rows_transfer_on_tagging_drops_labeled_sentences():
+    logits = torch.zeros((2, 3, 2))
+    teacher = torch.zeros((2, 3, 2))
+    teacher[1, 1] = torch.tensor([2.0, 0.0])  # the transfer sentence's one real token
+    teacher[0, 1] = torch.tensor([10.0, 0.0])  # the labeled sentence: would dominate if read
+    labels = torch.tensor([[IGNORE, 1, IGNORE], [IGNORE, -1, IGNORE]])
+    loss = weighted_loss({"logit_mse": 1.0}, {"logits": logits}, Targets(labels, teacher),
+                         reductions={"logit_mse": "sum"}, teacher_rows="transfer")
+    assert loss.item() == pytest.approx(0.5 * 4.0)

@@ -333,3 +333,13 @@ def test_weight_expressions_are_arithmetic_only():
     assert arithmetic("2 * (1 - 0.25)") == 1.5 and arithmetic("-1 / 4 + 1") == 0.75
     with pytest.raises(ValueError, match="not arithmetic"):
         arithmetic("__import__('os').getcwd()")
+
+
+@pytest.mark.parametrize("schedule", ["d1", "d2", "d3.1", "d3.2", "d4.1", "d4.2",
+                                      "soft", "joint", "rl-llce", "rlll-ce"])
+def test_papers_with_d_u_read_the_teacher_on_the_transfer_set_only(smoke_cfg, schedule):
+    """Mukherjee & Awadallah eq. 8 and XtremeDistil eq. 7 / Algorithm 1: teacher targets on D_u."""
+    from distil.losses import LOSSES
+    for stage in smoke_cfg(f"schedule={schedule}").schedule.stages:
+        if any(LOSSES[name].needs == "teacher" for name in stage.losses):
+            assert list(stage.data) == ["transfer"] or stage.teacher_rows == "transfer", stage.name
