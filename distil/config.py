@@ -69,7 +69,9 @@ class StudentConfig:
     mlp_hidden_size: int = 200  # siamese: ReLU layer over [h1, h2, h1*h2, |h1-h2|] (Tang: 200 or 400)
     dropout: float = 0.4
     recurrent_dropout: float = 0.0  # LSTM hidden-to-hidden weights, while training (Mukherjee: 0.2)
-    batch_size: int | None = None  # the paper's training batch for this student; None: trainer.batch_size
+    # The student's paper training batch (Mukherjee & Awadallah 6.1: 64). Used only when neither
+    # trainer.batch_size nor schedule.batch_size is set: see pipeline.training_batch_size.
+    batch_size: int | None = None
     # random | svd | pca | file (XtremeDistil Table 14); svd/pca reduce the teacher's wordpiece
     # embeddings to embedding_dim, file reads GloVe / word2vec text vectors from vectors_file
     embedding_init: str = "random"
@@ -109,6 +111,9 @@ class ScheduleConfig:
     # so a sweep can vary them: distil -m schedule=joint schedule.weights.alpha=1,10
     weights: dict[str, float] = field(default_factory=dict)
     stages: list[StageConfig] = MISSING
+    # The schedule's paper training batch (e.g. XtremeDistil 512, Tang 50, Wu 1024). Beats
+    # student.batch_size, loses to trainer.batch_size: see pipeline.training_batch_size.
+    batch_size: int | None = None
 
 
 @dataclass
@@ -188,7 +193,9 @@ class TrainerConfig:
     # "constant", or "cosine": from lr down to lr_min over each stage or unfreezing step (XtremeDistil)
     lr_schedule: str = "constant"
     lr_min: float = 1e-8
-    batch_size: int = 32
+    # None unless set on the command line or by a preset (experiment/, debug/); then it always
+    # wins over schedule.batch_size and student.batch_size (pipeline.training_batch_size).
+    batch_size: int | None = None
     eval_batch_size: int = 128
     epochs: int = 10
     # Stages on the labeled set alone (d0, the last stage of d4.x / rlll-ce / sra): an epoch

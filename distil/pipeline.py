@@ -93,6 +93,7 @@ def run(cfg: Config, run_dir: Path, choices: dict, overrides: list[str]) -> dict
     if cached_layer is not None:
         check_layer(cfg.teacher)
     check_student(cfg.student, task)
+    training_batch_size(cfg)  # a batch size below 1 fails here, before any data is read
     check_embedding_init(cfg.student.embedding_init, embedding_size(cfg.student), teacher_hidden_size(cfg.teacher),
                          cfg.student.vectors_file, reads_words(cfg.student))
     started = time.perf_counter()
@@ -218,6 +219,25 @@ def initialise_embeddings(model: torch.nn.Module, cfg: Config, vocab: TrimmedVoc
         layer.weight.copy_(weights)
 
 
+DEFAULT_BATCH_SIZE = 32
+
+
+def training_batch_size(cfg: Config) -> tuple[int, str]:
+    """The student's training batch and the rule that chose it, first set wins:
+    trainer.batch_size (only set on the command line or by a preset: an explicit choice),
+    schedule.batch_size (the schedule's paper setting), student.batch_size (the student's
+    paper setting), else 32."""
+    candidates = [("trainer.batch_size", cfg.trainer.batch_size, "command line / preset"),
+                  ("schedule.batch_size", cfg.schedule.batch_size, "schedule"),
+                  ("student.batch_size", cfg.student.batch_size, "student")]
+    for key, value, _ in candidates:
+        if value is not None and value < 1:
+            raise DistilError(f"{key} must be a positive number of examples (got {value}); "
+                              f"set it to 1 or more, or to null to fall back to the next rule")
+    return next(((value, rule) for _, value, rule in candidates if value is not None),
+                (DEFAULT_BATCH_SIZE, "default"))
+
+
 def train_student(cfg: Config, task: Task, data: TaskData, splits: dict[str, Split],
                   teacher_vocab: TeacherVocab) -> StudentResult:
     """Trim a vocabulary to the training tokens, build the student, run the schedule."""
@@ -245,10 +265,11 @@ def train_student(cfg: Config, task: Task, data: TaskData, splits: dict[str, Spl
     model = build_student(cfg.student, len(vocab), task.num_outputs(data.label_names), task,
                           teacher_vocab.hidden_size, representation_head=needs_teacher_hidden(cfg.schedule))
     initialise_embeddings(model, cfg, vocab, teacher_vocab)
-    trainer = cfg.trainer
-    if cfg.student.batch_size is not None:  # a student's own paper setting beats the trainer default
-        trainer = OmegaConf.merge(cfg.trainer, {"batch_size": cfg.student.batch_size})
+    batch_size, chosen_by = training_batch_size(cfg)
+    trainer = OmegaConf.merge(cfg.trainer, {"batch_size": batch_size})  # what every stage and lr schedule reads
     stages = run_schedule(cfg.schedule, trainer, model, student_splits, evaluate_split, task, cfg.seed, PAD)
+    for record in stages:
+        record["batch_size_from"] = chosen_by
     return StudentResult(model, vocab, stages, student_splits["test"].tokens, teacher_vocab.hidden_size)
 
 

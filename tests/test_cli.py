@@ -45,7 +45,8 @@ def test_distil_end_to_end(tmp_path):
     assert set(metrics["teacher"]["diagnostics"]) == {"labeled", "transfer", "dev", "test"}
     assert metrics["teacher"]["diagnostics"]["transfer"]["max_prediction_variance"] == pytest.approx(2 / 9)
     assert [s["name"] for s in metrics["student"]["stages"]] == ["S1"]
-    assert metrics["student"]["stages"][0]["batch_size"] == 12  # the student's setting beats trainer's 16
+    stage = metrics["student"]["stages"][0]
+    assert (stage["batch_size"], stage["batch_size_from"]) == (12, "command line / preset")  # debug=smoke's
     assert (metrics_files[0].parent / "student" / "model.safetensors").is_file()
     assert "student bilstm" in result.stdout
 
@@ -156,6 +157,32 @@ def test_every_task_runs_end_to_end(tmp_path, monkeypatch, capsys, dataset, stud
     if dataset == "toy-ner":
         assert set(metrics["student"]["test"]["per_language"]) == {"aa", "bb"}
         assert "f1_std" in metrics["teacher"]["test"]
+
+
+@pytest.mark.parametrize("args,size,rule", [
+    (["trainer.batch_size=20"], 20, "command line / preset"),
+    (["trainer.batch_size=null"], 64, "schedule"),  # hard: Mukherjee & Awadallah's 64 beats nothing set
+])
+def test_runs_train_with_the_batch_size_the_rule_picks(tmp_path, monkeypatch, capsys, args, size, rule):
+    """The batches the stage really draws, and what each stage record says, follow training_batch_size."""
+    from distil import schedule
+
+    drawn = []
+
+    def recording(n, batch_size, rng):
+        batches = real(n, batch_size, rng)
+        drawn.append([len(b) for b in batches])
+        return batches
+
+    real = schedule.shuffled_batches
+    monkeypatch.setattr(schedule, "shuffled_batches", recording)
+    code, _, err = distil_in_process(["debug=smoke", "schedule=hard", *args], tmp_path, monkeypatch, capsys)
+    assert code == 0, err
+    metrics = json.loads(next((tmp_path / "outputs" / "runs").rglob("metrics.json")).read_text())
+    assert [(s["batch_size"], s["batch_size_from"]) for s in metrics["student"]["stages"]] == [(size, rule)]
+    examples = metrics["data"]["sizes"]["labeled"] + metrics["data"]["sizes"]["transfer"]  # 60
+    full, rest = divmod(examples, size)
+    assert drawn and all(epoch == [size] * full + ([rest] if rest else []) for epoch in drawn)
 
 
 def test_student_that_cannot_do_the_task_fails_before_training(tmp_path, monkeypatch, capsys):
