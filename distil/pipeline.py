@@ -27,15 +27,17 @@ from distil.schedule import StudentSplit, needs_teacher_hidden, run_schedule, va
 from distil.speed import examples_per_second
 from distil.store import ArtifactStore
 from distil.students import (
+    add_unk_dropout,
     build_student,
     check_student,
     count_params,
     embedding_size,
+    keeps_own_random_init,
     reads_pairs_apart,
     reads_words,
     word_embeddings,
 )
-from distil.students.embeddings import check_embedding_init, initial_embeddings
+from distil.students.embeddings import check_embedding_init, initial_embeddings, with_pad_and_unk
 from distil.students.vocab import PAD, TrimmedVocab
 from distil.tasks import Task, make_task
 from distil.teacher import TargetView, ensure_targets, ensure_teacher, load_finetuned, load_tokenizer, open_targets
@@ -109,7 +111,7 @@ def run(cfg: Config, run_dir: Path, choices: dict, overrides: list[str]) -> dict
     splits = {name: Split(prepared[name], views[name]) for name in prepared}
     teacher_vocab = TeacherVocab(model.get_input_embeddings().weight.detach().float(),
                                  tokenizer.convert_ids_to_tokens(list(range(len(tokenizer)))),
-                                 model.config.hidden_size)
+                                 model.config.hidden_size, list(tokenizer.all_special_ids))
 
     if cfg.schedule.per_language and data.multilingual:
         # XtremeDistil D0: a student per language, each seeing only its language's data.
@@ -200,21 +202,25 @@ class TeacherVocab:
     embeddings: torch.Tensor
     tokens: list[str]
     hidden_size: int
+    special_ids: list[int]  # [CLS], [SEP], ...: never replaced by [UNK] (student.unk_dropout)
 
 
 def initialise_embeddings(model: torch.nn.Module, cfg: Config, vocab: TrimmedVocab, teacher: TeacherVocab) -> None:
-    """random keeps the layer's own init; svd / pca / file replace it (XtremeDistil Table 14)."""
-    if cfg.student.embedding_init == "random":
-        return
+    """Every run's student embeddings start here: random U(-0.1, 0.1) (Mukherjee & Awadallah 6.1),
+    svd / pca / file (XtremeDistil Table 14); [UNK] at the mean of the other rows. A transformer
+    student's `random` keeps BERT's own init (students.keeps_own_random_init)."""
     layer = word_embeddings(model)
-    words = reads_words(cfg.student)  # the RNN baseline's vocabulary holds words, not teacher ids
-    weights = initial_embeddings(
-        cfg.student.embedding_init, layer.embedding_dim,
-        teacher_ids=list(range(len(vocab.teacher_ids))) if words else vocab.teacher_ids,
-        teacher_embeddings=None if words else teacher.embeddings,
-        teacher_tokens=vocab.teacher_ids if words else teacher.tokens,
-        vectors_file=cfg.student.vectors_file, seed=cfg.seed,
-    )
+    if cfg.student.embedding_init == "random" and keeps_own_random_init(cfg.student):
+        weights = with_pad_and_unk(layer.weight.detach().clone())
+    else:
+        words = reads_words(cfg.student)  # the RNN baseline's vocabulary holds words, not teacher ids
+        weights = initial_embeddings(
+            cfg.student.embedding_init, layer.embedding_dim,
+            teacher_ids=list(range(len(vocab.teacher_ids))) if words else vocab.teacher_ids,
+            teacher_embeddings=None if words else teacher.embeddings,
+            teacher_tokens=vocab.teacher_ids if words else teacher.tokens,
+            vectors_file=cfg.student.vectors_file, seed=cfg.seed,
+        )
     with torch.no_grad():
         layer.weight.copy_(weights)
 
@@ -265,6 +271,9 @@ def train_student(cfg: Config, task: Task, data: TaskData, splits: dict[str, Spl
     model = build_student(cfg.student, len(vocab), task.num_outputs(data.label_names), task,
                           teacher_vocab.hidden_size, representation_head=needs_teacher_hidden(cfg.schedule))
     initialise_embeddings(model, cfg, vocab, teacher_vocab)
+    # word students (the RNN baseline) read no special tokens
+    add_unk_dropout(model, cfg.student.unk_dropout,
+                    [] if reads_words(cfg.student) else vocab.map(teacher_vocab.special_ids))
     batch_size, chosen_by = training_batch_size(cfg)
     trainer = OmegaConf.merge(cfg.trainer, {"batch_size": batch_size})  # what every stage and lr schedule reads
     stages = run_schedule(cfg.schedule, trainer, model, student_splits, evaluate_split, task, cfg.seed, PAD)

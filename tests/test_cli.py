@@ -185,6 +185,59 @@ def test_runs_train_with_the_batch_size_the_rule_picks(tmp_path, monkeypatch, ca
     assert drawn and all(epoch == [size] * full + ([rest] if rest else []) for epoch in drawn)
 
 
+@pytest.mark.parametrize("unk_dropout", [None, 0.0])  # None: the default student.unk_dropout
+def test_a_run_starts_from_u_0_1_and_trains_the_unk_row_unseen_tokens_read(tmp_path, monkeypatch, capsys,
+                                                                            unk_dropout):
+    import torch
+
+    from distil import pipeline
+    from distil.predict import SavedStudent
+    from distil.students import word_embeddings
+    from distil.students.vocab import UNK
+
+    started, unk_gradients = {}, []
+
+    def recording(schedule, trainer, model, *args, **kwargs):
+        weight = word_embeddings(model).weight
+        started["weights"] = weight.detach().clone()  # as the run hands it to training
+        weight.register_hook(lambda grad: unk_gradients.append(grad[UNK].abs().sum().item()))
+        return real(schedule, trainer, model, *args, **kwargs)
+
+    real = pipeline.run_schedule
+    monkeypatch.setattr(pipeline, "run_schedule", recording)
+    args = ["debug=smoke", "student.embedding_init=random"]
+    args += [] if unk_dropout is None else [f"student.unk_dropout={unk_dropout}"]
+    code, _, err = distil_in_process(args, tmp_path, monkeypatch, capsys)
+    assert code == 0, err
+    initial = started["weights"]
+    rows = initial[2:]  # Mukherjee & Awadallah 6.1: U(-0.1, 0.1), std 0.2 / sqrt(12) = 0.0577
+    assert rows.abs().max().item() <= 0.1 and rows.std().item() == pytest.approx(0.0577, rel=0.05)
+    assert torch.all(initial[0] == 0) and torch.allclose(initial[UNK], rows.mean(dim=0))
+
+    assert unk_gradients  # one per training batch
+    if unk_dropout == 0.0:
+        assert max(unk_gradients) == 0.0  # no training token maps to [UNK]: without word dropout it never learns
+    else:
+        assert sum(g > 0 for g in unk_gradients) >= len(unk_gradients) / 2  # word dropout trains it
+
+    saved = SavedStudent(next((tmp_path / "outputs" / "runs").rglob("metrics.json")).parent / "student")
+    layer = word_embeddings(saved.model)
+    # A sentence of words the toy data never holds reads the [UNK] row: changing the row changes the logits.
+    text = "quokka xylophone zeppelin"
+    ids, _ = saved._encode(text)
+    assert UNK in ids
+    before = saved.model(*model_inputs_for(ids))["logits"]
+    with torch.no_grad():
+        layer.weight[UNK] += 1.0
+    assert not torch.allclose(before, saved.model(*model_inputs_for(ids))["logits"])
+
+
+def model_inputs_for(ids):
+    from distil.data.batching import model_inputs
+
+    return model_inputs([ids])
+
+
 def test_student_that_cannot_do_the_task_fails_before_training(tmp_path, monkeypatch, capsys):
     args = ["debug=smoke", "dataset=toy-ner", "student=bilstm"]
     code, _, err = distil_in_process(args, tmp_path, monkeypatch, capsys)

@@ -146,3 +146,48 @@ def test_recurrent_dropout_regularises_training_only_and_trains_the_real_weights
     assert encoder.lstm.weight_hh_l0.grad is not None and encoder.lstm.weight_hh_l0.grad.abs().sum() > 0
     encoder.eval()
     assert torch.allclose(encoder(ids, mask)[0], encoder(ids, mask)[0])
+
+
+def test_unk_dropout_replaces_tokens_at_its_rate_in_training_only_and_spares_pad_and_kept_ids():
+    from distil.students import add_unk_dropout, word_embeddings
+    from distil.students.vocab import PAD
+
+    torch.manual_seed(0)
+    model = build_student(student_cfg("bilstm"), vocab_size=40, num_labels=3, task=get_task("classification"))
+    add_unk_dropout(model, 0.1, keep_ids=[2, 3])
+    seen = []
+    word_embeddings(model).register_forward_hook(lambda module, args, out: seen.append(args[0].clone()))
+    ids = torch.randint(4, 40, (200, 50))
+    ids[:, 0], ids[:, 1], ids[:, -5:] = 2, 3, PAD  # [CLS]-like kept ids, then padding
+    mask = (ids != PAD).long()
+    model.train()
+    model(ids, mask)
+    read = seen[-1]
+    dropped = (read == UNK) & (ids != UNK)
+    assert dropped[:, 2:-5].float().mean().item() == pytest.approx(0.1, abs=0.01)  # 9,000 tokens
+    assert not dropped[:, :2].any() and torch.all(read[:, -5:] == PAD)
+    assert torch.equal(read[~dropped], ids[~dropped])
+    model.eval()
+    model(ids, mask)
+    assert torch.equal(seen[-1], ids)  # never at evaluation or prediction
+
+
+def test_unk_dropout_sends_a_gradient_to_the_unk_row():
+    from distil.students import add_unk_dropout, word_embeddings
+
+    torch.manual_seed(0)
+    model = build_student(student_cfg("bilstm"), vocab_size=40, num_labels=3, task=get_task("classification"))
+    ids, mask = model_inputs([list(range(2, 40))] * 4)  # no [UNK] in the input
+    model.train()
+    model(ids, mask)["logits"].sum().backward()
+    assert word_embeddings(model).weight.grad[UNK].abs().sum() == 0  # without word dropout: never trained
+    model.zero_grad()
+    add_unk_dropout(model, 0.2, keep_ids=[])
+    model(ids, mask)["logits"].sum().backward()
+    assert word_embeddings(model).weight.grad[UNK].abs().sum() > 0
+
+
+@pytest.mark.parametrize("rate", [-0.1, 1.0])
+def test_unk_dropout_outside_0_to_1_is_a_one_line_error(rate):
+    with pytest.raises(DistilError, match=r"student.unk_dropout .* must be at least 0 and below 1"):
+        check_student(student_cfg("bilstm", unk_dropout=rate), get_task("classification"))

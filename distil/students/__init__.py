@@ -13,6 +13,7 @@ from distil.students.rnn import RNNClassifier
 from distil.students.siamese import SiameseBiLSTM
 from distil.students.sra import SRAStudent
 from distil.students.transformer import TransformerStudent
+from distil.students.vocab import UnkDropout
 from distil.tasks import Task
 
 FAMILIES = {
@@ -42,6 +43,9 @@ def check_student(cfg: StudentConfig, task: Task) -> None:
         raise DistilError(
             f"student '{cfg.name}': unknown kind '{cfg.kind}'; use one of: {', '.join(FAMILIES)}"
         )
+    if not 0 <= cfg.unk_dropout < 1:
+        raise DistilError(f"student.unk_dropout {cfg.unk_dropout} must be at least 0 and below 1 (the share of "
+                          f"training tokens read as [UNK]); set e.g. 0.02, or 0 to turn word dropout off")
     reads = FAMILIES[cfg.kind].INPUTS
     if task.inputs not in reads:
         fitting = sorted(kind for kind, family in FAMILIES.items() if task.inputs in family.INPUTS)
@@ -59,6 +63,19 @@ def embedding_size(cfg: StudentConfig) -> int:
 def word_embeddings(model: torch.nn.Module) -> torch.nn.Embedding:
     """The student's token embedding layer: the first nn.Embedding it holds."""
     return next(m for m in model.modules() if isinstance(m, torch.nn.Embedding))
+
+
+def keeps_own_random_init(cfg: StudentConfig) -> bool:
+    """Transformer students are BERT models (Turc et al.): embedding_init=random keeps BERT's own
+    N(0, 0.02) instead of the recurrent students' U(-0.1, 0.1)."""
+    return cfg.kind == "transformer"
+
+
+def add_unk_dropout(model: torch.nn.Module, rate: float, keep_ids: list[int]) -> None:
+    """Train the [UNK] row: while training, tokens but [PAD] and keep_ids are read as [UNK] with
+    probability `rate` (see vocab.UnkDropout)."""
+    if rate > 0:
+        word_embeddings(model).register_forward_pre_hook(UnkDropout(rate, keep_ids))
 
 
 def build_student(
