@@ -33,6 +33,7 @@ from distil.students import (
     count_params,
     embedding_size,
     keeps_own_random_init,
+    param_counts,
     reads_pairs_apart,
     reads_words,
     word_embeddings,
@@ -127,7 +128,9 @@ def run(cfg: Config, run_dir: Path, choices: dict, overrides: list[str]) -> dict
         first = train_student(cfg, task, data, splits, teacher_vocab)
         save_student(first, cfg, task, data, tokenizer, run_dir / "student")
         student = {"test": first.stages[-1]["test"], "dev": first.stages[-1]["dev"], "stages": first.stages}
-    student.update(params=count_params(first.model), vocab_size=len(first.vocab))
+        results = {None: first}
+    counts = student_param_counts(results, None if reads_words(cfg.student) else teacher_vocab.size)
+    student.update(params=counts["deployed"], param_counts=counts, vocab_size=len(first.vocab))
 
     metrics = {
         "status": "ok",
@@ -141,6 +144,8 @@ def run(cfg: Config, run_dir: Path, choices: dict, overrides: list[str]) -> dict
                for name in ("labeled", "dev", "test")},
             "diagnostics": {name: task.diagnostics(logit_chunks(splits[name].targets)) for name in splits},
             "params": count_params(model),
+            "param_counts": param_counts(model, teacher_vocab.size),
+            "vocab_size": teacher_vocab.size,
             "finetune": {k: v for k, v in teacher.info.items() if k != "history"},
         },
         "student": student,
@@ -203,6 +208,11 @@ class TeacherVocab:
     tokens: list[str]
     hidden_size: int
     special_ids: list[int]  # [CLS], [SEP], ...: never replaced by [UNK] (student.unk_dropout)
+
+    @property
+    def size(self) -> int:
+        """Rows of the teacher's wordpiece embedding: the vocabulary the papers' parameter counts assume."""
+        return self.embeddings.shape[0]
 
 
 def initialise_embeddings(model: torch.nn.Module, cfg: Config, vocab: TrimmedVocab, teacher: TeacherVocab) -> None:
@@ -280,6 +290,17 @@ def train_student(cfg: Config, task: Task, data: TaskData, splits: dict[str, Spl
     for record in stages:
         record["batch_size_from"] = chosen_by
     return StudentResult(model, vocab, stages, student_splits["test"].tokens, teacher_vocab.hidden_size)
+
+
+def student_param_counts(results: dict[str | None, StudentResult], teacher_vocab_size: int | None) -> dict:
+    """param_counts of the student, or for D0 (a student per language) of their sum, with each
+    language's model under per_model: all of them are deployed, one serves each language."""
+    per_model = {lang: param_counts(r.model, teacher_vocab_size) for lang, r in results.items()}
+    if list(per_model) == [None]:
+        return {**per_model[None], "models": 1}
+    total = {key: None if any(c[key] is None for c in per_model.values()) else sum(c[key] for c in per_model.values())
+             for key in next(iter(per_model.values()))}
+    return {**total, "models": len(per_model), "per_model": per_model}
 
 
 def _merge_languages(results: dict[str, StudentResult], metric: str) -> dict:

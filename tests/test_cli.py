@@ -238,6 +238,25 @@ def model_inputs_for(ids):
     return model_inputs([ids])
 
 
+def test_parameter_counts_of_a_run_leave_out_the_projection_head(tmp_path, monkeypatch, capsys):
+    """d2 trains a representation head to the tiny teacher's 32 units: it is not part of the deployed student."""
+    code, out, err = distil_in_process(["debug=smoke", "schedule=d2"], tmp_path, monkeypatch, capsys)
+    assert code == 0, err
+    metrics = json.loads(next((tmp_path / "outputs" / "runs").rglob("metrics.json")).read_text())
+    student, teacher = metrics["student"], metrics["teacher"]
+    vocab, teacher_vocab, e, h, classes = student["vocab_size"], teacher["vocab_size"], 32, 32, 3
+    body = 2 * 4 * (h * e + h * h + 2 * h) + 2 * h * classes + classes  # BiLSTM + classifier
+    assert student["param_counts"] == {"deployed": vocab * e + body, "full_teacher_vocab": teacher_vocab * e + body,
+                                       "without_embeddings": body, "training_only": 2 * h * 32 + 32, "models": 1}
+    assert student["params"] == vocab * e + body
+    # the teacher (hidden 32) holds its whole vocabulary: deployed is the full-vocabulary count
+    tc = teacher["param_counts"]
+    assert tc["deployed"] == tc["full_teacher_vocab"] == teacher["params"]
+    assert tc["deployed"] - tc["without_embeddings"] == teacher_vocab * 32
+    ratio = tc["full_teacher_vocab"] / student["param_counts"]["full_teacher_vocab"]
+    assert f"{ratio:.1f}x with the teacher's full vocabulary" in out
+
+
 def test_student_that_cannot_do_the_task_fails_before_training(tmp_path, monkeypatch, capsys):
     args = ["debug=smoke", "dataset=toy-ner", "student=bilstm"]
     code, _, err = distil_in_process(args, tmp_path, monkeypatch, capsys)
@@ -255,6 +274,15 @@ def test_d0_trains_one_student_per_language(tmp_path, monkeypatch, capsys):
     assert student["models"] == 2 and set(student["stages"]) == {"aa", "bb"}
     per_language = student["test"]["per_language"]
     assert student["test"]["f1"] == pytest.approx(sum(per_language.values()) / 2)
+    # parameters: each language's model, and their sum (what D0 deploys)
+    counts = student["param_counts"]
+    assert counts["models"] == 2 and set(counts["per_model"]) == {"aa", "bb"}
+    for key in ("deployed", "full_teacher_vocab", "without_embeddings"):
+        assert counts[key] == sum(model[key] for model in counts["per_model"].values())
+    assert student["params"] == counts["deployed"]
+    # smoke: E = H = 32; the tagger's 8 outputs are the 7 tags and 'X'
+    lstm, classifier = 2 * 4 * (32 * 32 + 32 * 32 + 2 * 32), 64 * 8 + 8
+    assert all(model["without_embeddings"] == lstm + classifier for model in counts["per_model"].values())
     assert (run_dir / "student-aa" / "model.safetensors").is_file()
 
 

@@ -96,4 +96,27 @@ def build_student(
 
 
 def count_params(model: torch.nn.Module) -> int:
-    return sum(p.numel() for p in model.parameters())
+    """Parameters as deployed: every one but the training-only representation head."""
+    return sum(p.numel() for p in model.parameters()) - training_only_params(model)
+
+
+def training_only_params(model: torch.nn.Module) -> int:
+    """The projection gelu(W z + b) to the teacher's size serves only the representation losses."""
+    return sum(p.numel() for p in model.projection.parameters()) if isinstance(model, WithRepresentation) else 0
+
+
+def param_counts(model: torch.nn.Module, teacher_vocab_size: int | None) -> dict[str, int | None]:
+    """How the papers count a model (students and teachers alike):
+    deployed            every parameter but the training-only projection head;
+    full_teacher_vocab  the token embedding as if it held all `teacher_vocab_size` teacher wordpieces
+                        instead of the trimmed vocabulary (Mukherjee & Awadallah Table 7, XtremeDistil
+                        Table 16); None for a student reading words (the RNN baseline), which has its own;
+    without_embeddings  without the token embedding matrix (Wu et al. Table 2 leaves out "the embedding
+                        layers", which depend on the vocabulary; position tables, small, are kept);
+    training_only       the projection head left out of all three."""
+    layer = word_embeddings(model)
+    deployed = count_params(model)
+    without_embeddings = deployed - layer.weight.numel()
+    full = None if teacher_vocab_size is None else without_embeddings + teacher_vocab_size * layer.embedding_dim
+    return {"deployed": deployed, "full_teacher_vocab": full, "without_embeddings": without_embeddings,
+            "training_only": training_only_params(model)}
