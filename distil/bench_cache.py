@@ -241,7 +241,7 @@ class TrainingSetup:
     """What measurement 2 trains: the runner's configs for the student, the trainer and one stage."""
 
     student: object  # StudentConfig
-    trainer: object  # TrainerConfig (the student's batch size already applied)
+    trainer: object  # TrainerConfig (the run's batch size already resolved)
     stage: object  # StageConfig
     label_names: list[str]
 
@@ -377,7 +377,8 @@ def memory_phase(phase: str, workdir: Path, *, corpus: Path, sentences: int, wid
     torch.set_num_threads(threads)
     quiet_libraries()
     started, rss_at_start = time.perf_counter(), peak_rss_bytes()
-    cfg = compose(f"teacher={teacher}", "student=bilstm-tagger", "schedule=d4.1")
+    # batch 32, as measured for the README (d4.1's own paper batch is 512)
+    cfg = compose(f"teacher={teacher}", "student=bilstm-tagger", "schedule=d4.1", "trainer.batch_size=32")
     task = get_task("tagging")
     tokenizer = load_tokenizer(cfg.teacher, hub_offline=True)
     split = token_split(task, tokenizer, corpus_sentences(corpus, sentences), cfg.teacher.max_length)
@@ -415,7 +416,7 @@ def memory_phase(phase: str, workdir: Path, *, corpus: Path, sentences: int, wid
         student = build_student(cfg.student, len(vocab), task.num_outputs(["O"]), task, width,
                                 representation_head=True)
         stage_cfg = OmegaConf.structured(StageConfig(name="S1", losses={"repr_mse": 1.0}, data=["transfer"]))
-        trainer = cfg.trainer
+        trainer = resolved_trainer(cfg)
         stage = StageTrainer("bench", stage_cfg, trainer, student, splits, lambda m, n: {}, task,
                              np.random.default_rng(1), PAD)
         optimizer = OPTIMIZERS[trainer.optimizer](list(student.parameters()), trainer)
@@ -682,27 +683,33 @@ def run_caching(args: argparse.Namespace, workdir: Path) -> dict:
 
 
 def run_training(args: argparse.Namespace, workdir: Path) -> dict:
-    from omegaconf import OmegaConf
-
     from distil.data.split import build_task_data
     from distil.tasks import make_task
 
     if args.labeled % 2:
         raise BenchError("--labeled must be even (SST-2 draws as many per class)")
+    # batch 64 (the bilstm student's), as measured for the README (d1's own paper batch is 512)
     cfg = compose("dataset=sst2", "schedule=d1", f"paths.data_dir={args.data_dir}", f"teacher={args.teacher}",
-                  f"transfer_size.count={args.transfer}", f"dataset.split.labeled_per_class={args.labeled // 2}")
+                  f"transfer_size.count={args.transfer}", f"dataset.split.labeled_per_class={args.labeled // 2}",
+                  "trainer.batch_size=64")
     task = make_task(cfg.dataset)
     data = build_task_data(cfg.dataset, cfg.transfer_size, cfg.paths.data_dir, cfg.seed)
     model, tokenizer, teacher_cfg = load_teacher(args.teacher, task, data.label_names)
     prepared = {name: task.prepare(name, tokenizer, data.splits[name], teacher_cfg.max_length, data.label_names)
                 for name in ("labeled", "transfer")}
-    trainer = cfg.trainer
-    if cfg.student.batch_size is not None:  # as the pipeline does: the student's paper batch wins
-        trainer = OmegaConf.merge(cfg.trainer, {"batch_size": cfg.student.batch_size})
-    setup = TrainingSetup(cfg.student, trainer, cfg.schedule.stages[0], data.label_names)
+    setup = TrainingSetup(cfg.student, resolved_trainer(cfg), cfg.schedule.stages[0], data.label_names)
     return training_from_cache(model, tokenizer, task, prepared, setup, layer=teacher_cfg.layer,
                                eval_batch_size=teacher_cfg.eval_batch_size, shard_size=args.shard_size,
                                batches=args.train_batches, repeats=args.repeats, workdir=workdir, seed=cfg.seed)
+
+
+def resolved_trainer(cfg):
+    """cfg.trainer with the batch size a run would train with (pipeline.training_batch_size)."""
+    from omegaconf import OmegaConf
+
+    from distil.pipeline import training_batch_size
+
+    return OmegaConf.merge(cfg.trainer, {"batch_size": training_batch_size(cfg)[0]})
 
 
 def run(args: argparse.Namespace) -> tuple[dict, list[str]]:

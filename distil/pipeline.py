@@ -28,15 +28,18 @@ from distil.speed import examples_per_second
 from distil.store import ArtifactStore
 from distil.students import (
     FAMILIES,
+    add_unk_dropout,
     build_student,
     check_student,
     count_params,
     embedding_size,
+    keeps_own_random_init,
+    param_counts,
     reads_pairs_apart,
     reads_words,
     word_embeddings,
 )
-from distil.students.embeddings import check_embedding_init, initial_embeddings
+from distil.students.embeddings import check_embedding_init, initial_embeddings, with_pad_and_unk
 from distil.students.heads import check_projection_place
 from distil.students.vocab import PAD, TrimmedVocab
 from distil.tasks import Task, make_task
@@ -98,6 +101,7 @@ def run(cfg: Config, run_dir: Path, choices: dict, overrides: list[str]) -> dict
     check_student(cfg.student, task)
     if with_hidden:
         check_projection_place(cfg.schedule.projection, FAMILIES[cfg.student.kind])
+    training_batch_size(cfg)  # a batch size below 1 fails here, before any data is read
     check_embedding_init(cfg.student.embedding_init, embedding_size(cfg.student), teacher_hidden_size(cfg.teacher),
                          cfg.student.vectors_file, reads_words(cfg.student))
     started = time.perf_counter()
@@ -113,7 +117,7 @@ def run(cfg: Config, run_dir: Path, choices: dict, overrides: list[str]) -> dict
     splits = {name: Split(prepared[name], views[name]) for name in prepared}
     teacher_vocab = TeacherVocab(model.get_input_embeddings().weight.detach().float(),
                                  tokenizer.convert_ids_to_tokens(list(range(len(tokenizer)))),
-                                 model.config.hidden_size)
+                                 model.config.hidden_size, list(tokenizer.all_special_ids))
 
     if cfg.schedule.per_language and data.multilingual:
         # XtremeDistil D0: a student per language, each seeing only its language's data.
@@ -129,7 +133,9 @@ def run(cfg: Config, run_dir: Path, choices: dict, overrides: list[str]) -> dict
         first = train_student(cfg, task, data, splits, teacher_vocab)
         save_student(first, cfg, task, data, tokenizer, run_dir / "student")
         student = {"test": first.stages[-1]["test"], "dev": first.stages[-1]["dev"], "stages": first.stages}
-    student.update(params=count_params(first.model), vocab_size=len(first.vocab))
+        results = {None: first}
+    counts = student_param_counts(results, None if reads_words(cfg.student) else teacher_vocab.size)
+    student.update(params=counts["deployed"], param_counts=counts, vocab_size=len(first.vocab))
 
     metrics = {
         "status": "ok",
@@ -143,6 +149,8 @@ def run(cfg: Config, run_dir: Path, choices: dict, overrides: list[str]) -> dict
                for name in ("labeled", "dev", "test")},
             "diagnostics": {name: task.diagnostics(logit_chunks(splits[name].targets)) for name in splits},
             "params": count_params(model),
+            "param_counts": param_counts(model, teacher_vocab.size),
+            "vocab_size": teacher_vocab.size,
             "finetune": {k: v for k, v in teacher.info.items() if k != "history"},
         },
         "student": student,
@@ -214,23 +222,51 @@ class TeacherVocab:
     embeddings: torch.Tensor
     tokens: list[str]
     hidden_size: int
+    special_ids: list[int]  # [CLS], [SEP], ...: never replaced by [UNK] (student.unk_dropout)
+
+    @property
+    def size(self) -> int:
+        """Rows of the teacher's wordpiece embedding: the vocabulary the papers' parameter counts assume."""
+        return self.embeddings.shape[0]
 
 
 def initialise_embeddings(model: torch.nn.Module, cfg: Config, vocab: TrimmedVocab, teacher: TeacherVocab) -> None:
-    """random keeps the layer's own init; svd / pca / file replace it (XtremeDistil Table 14)."""
-    if cfg.student.embedding_init == "random":
-        return
+    """Every run's student embeddings start here: random U(-0.1, 0.1) (Mukherjee & Awadallah 6.1),
+    svd / pca / file (XtremeDistil Table 14); [UNK] at the mean of the other rows. A transformer
+    student's `random` keeps BERT's own init (students.keeps_own_random_init)."""
     layer = word_embeddings(model)
-    words = reads_words(cfg.student)  # the RNN baseline's vocabulary holds words, not teacher ids
-    weights = initial_embeddings(
-        cfg.student.embedding_init, layer.embedding_dim,
-        teacher_ids=list(range(len(vocab.teacher_ids))) if words else vocab.teacher_ids,
-        teacher_embeddings=None if words else teacher.embeddings,
-        teacher_tokens=vocab.teacher_ids if words else teacher.tokens,
-        vectors_file=cfg.student.vectors_file, seed=cfg.seed,
-    )
+    if cfg.student.embedding_init == "random" and keeps_own_random_init(cfg.student):
+        weights = with_pad_and_unk(layer.weight.detach().clone())
+    else:
+        words = reads_words(cfg.student)  # the RNN baseline's vocabulary holds words, not teacher ids
+        weights = initial_embeddings(
+            cfg.student.embedding_init, layer.embedding_dim,
+            teacher_ids=list(range(len(vocab.teacher_ids))) if words else vocab.teacher_ids,
+            teacher_embeddings=None if words else teacher.embeddings,
+            teacher_tokens=vocab.teacher_ids if words else teacher.tokens,
+            vectors_file=cfg.student.vectors_file, seed=cfg.seed,
+        )
     with torch.no_grad():
         layer.weight.copy_(weights)
+
+
+DEFAULT_BATCH_SIZE = 32
+
+
+def training_batch_size(cfg: Config) -> tuple[int, str]:
+    """The student's training batch and the rule that chose it, first set wins:
+    trainer.batch_size (only set on the command line or by a preset: an explicit choice),
+    schedule.batch_size (the schedule's paper setting), student.batch_size (the student's
+    paper setting), else 32."""
+    candidates = [("trainer.batch_size", cfg.trainer.batch_size, "command line / preset"),
+                  ("schedule.batch_size", cfg.schedule.batch_size, "schedule"),
+                  ("student.batch_size", cfg.student.batch_size, "student")]
+    for key, value, _ in candidates:
+        if value is not None and value < 1:
+            raise DistilError(f"{key} must be a positive number of examples (got {value}); "
+                              f"set it to 1 or more, or to null to fall back to the next rule")
+    return next(((value, rule) for _, value, rule in candidates if value is not None),
+                (DEFAULT_BATCH_SIZE, "default"))
 
 
 def train_student(cfg: Config, task: Task, data: TaskData, splits: dict[str, Split],
@@ -261,11 +297,26 @@ def train_student(cfg: Config, task: Task, data: TaskData, splits: dict[str, Spl
                           teacher_vocab.hidden_size, representation_head=needs_teacher_hidden(cfg.schedule),
                           projection=cfg.schedule.projection)
     initialise_embeddings(model, cfg, vocab, teacher_vocab)
-    trainer = cfg.trainer
-    if cfg.student.batch_size is not None:  # a student's own paper setting beats the trainer default
-        trainer = OmegaConf.merge(cfg.trainer, {"batch_size": cfg.student.batch_size})
+    # word students (the RNN baseline) read no special tokens
+    add_unk_dropout(model, cfg.student.unk_dropout,
+                    [] if reads_words(cfg.student) else vocab.map(teacher_vocab.special_ids))
+    batch_size, chosen_by = training_batch_size(cfg)
+    trainer = OmegaConf.merge(cfg.trainer, {"batch_size": batch_size})  # what every stage and lr schedule reads
     stages = run_schedule(cfg.schedule, trainer, model, student_splits, evaluate_split, task, cfg.seed, PAD)
+    for record in stages:
+        record["batch_size_from"] = chosen_by
     return StudentResult(model, vocab, stages, student_splits["test"].tokens, teacher_vocab.hidden_size)
+
+
+def student_param_counts(results: dict[str | None, StudentResult], teacher_vocab_size: int | None) -> dict:
+    """param_counts of the student, or for D0 (a student per language) of their sum, with each
+    language's model under per_model: all of them are deployed, one serves each language."""
+    per_model = {lang: param_counts(r.model, teacher_vocab_size) for lang, r in results.items()}
+    if list(per_model) == [None]:
+        return {**per_model[None], "models": 1}
+    total = {key: None if any(c[key] is None for c in per_model.values()) else sum(c[key] for c in per_model.values())
+             for key in next(iter(per_model.values()))}
+    return {**total, "models": len(per_model), "per_model": per_model}
 
 
 def _merge_languages(results: dict[str, StudentResult], metric: str) -> dict:

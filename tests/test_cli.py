@@ -45,7 +45,8 @@ def test_distil_end_to_end(tmp_path):
     assert set(metrics["teacher"]["diagnostics"]) == {"labeled", "transfer", "dev", "test"}
     assert metrics["teacher"]["diagnostics"]["transfer"]["max_prediction_variance"] == pytest.approx(2 / 9)
     assert [s["name"] for s in metrics["student"]["stages"]] == ["S1"]
-    assert metrics["student"]["stages"][0]["batch_size"] == 12  # the student's setting beats trainer's 16
+    stage = metrics["student"]["stages"][0]
+    assert (stage["batch_size"], stage["batch_size_from"]) == (12, "command line / preset")  # debug=smoke's
     assert (metrics_files[0].parent / "student" / "model.safetensors").is_file()
     assert "student bilstm" in result.stdout
 
@@ -158,6 +159,105 @@ def test_every_task_runs_end_to_end(tmp_path, monkeypatch, capsys, dataset, stud
         assert "f1_std" in metrics["teacher"]["test"]
 
 
+@pytest.mark.parametrize("args,size,rule", [
+    (["trainer.batch_size=20"], 20, "command line / preset"),
+    (["trainer.batch_size=null"], 64, "schedule"),  # hard: Mukherjee & Awadallah's 64 beats nothing set
+])
+def test_runs_train_with_the_batch_size_the_rule_picks(tmp_path, monkeypatch, capsys, args, size, rule):
+    """The batches the stage really draws, and what each stage record says, follow training_batch_size."""
+    from distil import schedule
+
+    drawn = []
+
+    def recording(n, batch_size, rng):
+        batches = real(n, batch_size, rng)
+        drawn.append([len(b) for b in batches])
+        return batches
+
+    real = schedule.shuffled_batches
+    monkeypatch.setattr(schedule, "shuffled_batches", recording)
+    code, _, err = distil_in_process(["debug=smoke", "schedule=hard", *args], tmp_path, monkeypatch, capsys)
+    assert code == 0, err
+    metrics = json.loads(next((tmp_path / "outputs" / "runs").rglob("metrics.json")).read_text())
+    assert [(s["batch_size"], s["batch_size_from"]) for s in metrics["student"]["stages"]] == [(size, rule)]
+    examples = metrics["data"]["sizes"]["labeled"] + metrics["data"]["sizes"]["transfer"]  # 60
+    full, rest = divmod(examples, size)
+    assert drawn and all(epoch == [size] * full + ([rest] if rest else []) for epoch in drawn)
+
+
+@pytest.mark.parametrize("unk_dropout", [None, 0.0])  # None: the default student.unk_dropout
+def test_a_run_starts_from_u_0_1_and_trains_the_unk_row_unseen_tokens_read(tmp_path, monkeypatch, capsys,
+                                                                            unk_dropout):
+    import torch
+
+    from distil import pipeline
+    from distil.predict import SavedStudent
+    from distil.students import word_embeddings
+    from distil.students.vocab import UNK
+
+    started, unk_gradients = {}, []
+
+    def recording(schedule, trainer, model, *args, **kwargs):
+        weight = word_embeddings(model).weight
+        started["weights"] = weight.detach().clone()  # as the run hands it to training
+        weight.register_hook(lambda grad: unk_gradients.append(grad[UNK].abs().sum().item()))
+        return real(schedule, trainer, model, *args, **kwargs)
+
+    real = pipeline.run_schedule
+    monkeypatch.setattr(pipeline, "run_schedule", recording)
+    args = ["debug=smoke", "student.embedding_init=random"]
+    args += [] if unk_dropout is None else [f"student.unk_dropout={unk_dropout}"]
+    code, _, err = distil_in_process(args, tmp_path, monkeypatch, capsys)
+    assert code == 0, err
+    initial = started["weights"]
+    rows = initial[2:]  # Mukherjee & Awadallah 6.1: U(-0.1, 0.1), std 0.2 / sqrt(12) = 0.0577
+    assert rows.abs().max().item() <= 0.1 and rows.std().item() == pytest.approx(0.0577, rel=0.05)
+    assert torch.all(initial[0] == 0) and torch.allclose(initial[UNK], rows.mean(dim=0))
+
+    assert unk_gradients  # one per training batch
+    if unk_dropout == 0.0:
+        assert max(unk_gradients) == 0.0  # no training token maps to [UNK]: without word dropout it never learns
+    else:
+        assert sum(g > 0 for g in unk_gradients) >= len(unk_gradients) / 2  # word dropout trains it
+
+    saved = SavedStudent(next((tmp_path / "outputs" / "runs").rglob("metrics.json")).parent / "student")
+    layer = word_embeddings(saved.model)
+    # A sentence of words the toy data never holds reads the [UNK] row: changing the row changes the logits.
+    text = "quokka xylophone zeppelin"
+    ids, _ = saved._encode(text)
+    assert UNK in ids
+    before = saved.model(*model_inputs_for(ids))["logits"]
+    with torch.no_grad():
+        layer.weight[UNK] += 1.0
+    assert not torch.allclose(before, saved.model(*model_inputs_for(ids))["logits"])
+
+
+def model_inputs_for(ids):
+    from distil.data.batching import model_inputs
+
+    return model_inputs([ids])
+
+
+def test_parameter_counts_of_a_run_leave_out_the_projection_head(tmp_path, monkeypatch, capsys):
+    """d2 trains a representation head to the tiny teacher's 32 units: it is not part of the deployed student."""
+    code, out, err = distil_in_process(["debug=smoke", "schedule=d2", "schedule.projection=side"], tmp_path,
+                                       monkeypatch, capsys)
+    assert code == 0, err
+    metrics = json.loads(next((tmp_path / "outputs" / "runs").rglob("metrics.json")).read_text())
+    student, teacher = metrics["student"], metrics["teacher"]
+    vocab, teacher_vocab, e, h, classes = student["vocab_size"], teacher["vocab_size"], 32, 32, 3
+    body = 2 * 4 * (h * e + h * h + 2 * h) + 2 * h * classes + classes  # BiLSTM + classifier
+    assert student["param_counts"] == {"deployed": vocab * e + body, "full_teacher_vocab": teacher_vocab * e + body,
+                                       "without_embeddings": body, "training_only": 2 * h * 32 + 32, "models": 1}
+    assert student["params"] == vocab * e + body
+    # the teacher (hidden 32) holds its whole vocabulary: deployed is the full-vocabulary count
+    tc = teacher["param_counts"]
+    assert tc["deployed"] == tc["full_teacher_vocab"] == teacher["params"]
+    assert tc["deployed"] - tc["without_embeddings"] == teacher_vocab * 32
+    ratio = tc["full_teacher_vocab"] / student["param_counts"]["full_teacher_vocab"]
+    assert f"{ratio:.1f}x with the teacher's full vocabulary" in out
+
+
 def test_student_that_cannot_do_the_task_fails_before_training(tmp_path, monkeypatch, capsys):
     args = ["debug=smoke", "dataset=toy-ner", "student=bilstm"]
     code, _, err = distil_in_process(args, tmp_path, monkeypatch, capsys)
@@ -175,6 +275,15 @@ def test_d0_trains_one_student_per_language(tmp_path, monkeypatch, capsys):
     assert student["models"] == 2 and set(student["stages"]) == {"aa", "bb"}
     per_language = student["test"]["per_language"]
     assert student["test"]["f1"] == pytest.approx(sum(per_language.values()) / 2)
+    # parameters: each language's model, and their sum (what D0 deploys)
+    counts = student["param_counts"]
+    assert counts["models"] == 2 and set(counts["per_model"]) == {"aa", "bb"}
+    for key in ("deployed", "full_teacher_vocab", "without_embeddings"):
+        assert counts[key] == sum(model[key] for model in counts["per_model"].values())
+    assert student["params"] == counts["deployed"]
+    # smoke: E = H = 32; the tagger's 8 outputs are the 7 tags and 'X'
+    lstm, classifier = 2 * 4 * (32 * 32 + 32 * 32 + 2 * 32), 64 * 8 + 8
+    assert all(model["without_embeddings"] == lstm + classifier for model in counts["per_model"].values())
     assert (run_dir / "student-aa" / "model.safetensors").is_file()
 
 

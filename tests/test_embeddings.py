@@ -66,12 +66,25 @@ def test_every_method_gives_vocab_rows_and_zero_pad_row(method, teacher, tokens,
     assert torch.all(out[1:].abs().sum(dim=1) > 0)  # only [PAD] is zero
 
 
-def test_random_is_normal_with_std_0_1_and_seeded():
+def test_random_is_uniform_between_minus_and_plus_0_1_and_seeded():
+    """Mukherjee & Awadallah 6.1: words without a pre-trained vector are "randomly initialized with U(-.1, .1)"."""
     out = initial_embeddings("random", 64, list(range(2000)), seed=7)
-    assert out[1:].std().item() == pytest.approx(0.1, rel=0.03)
-    assert out[1:].mean().item() == pytest.approx(0.0, abs=0.005)
+    rows = out[2:]
+    assert rows.min().item() >= -0.1 and rows.max().item() <= 0.1
+    assert rows.min().item() < -0.0999 and rows.max().item() > 0.0999  # the whole interval, not a narrower one
+    assert rows.std().item() == pytest.approx(0.2 / 12 ** 0.5, rel=0.02)  # U(a, b): std (b - a) / sqrt(12)
+    assert rows.mean().item() == pytest.approx(0.0, abs=0.002)
     assert torch.equal(out, initial_embeddings("random", 64, list(range(2000)), seed=7))
     assert not torch.equal(out, initial_embeddings("random", 64, list(range(2000)), seed=8))
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_unk_starts_at_the_mean_of_the_vocabulary_rows(method, teacher, tokens, tmp_path):
+    """[UNK] stands for every wordpiece the student never saw: it starts at the centre of those it did
+    (a neutral vector, not one more random word)."""
+    out = initial_embeddings(method, E, IDS, teacher_embeddings=teacher, teacher_tokens=tokens,
+                             vectors_file=write(tmp_path / "glove.txt", GLOVE), seed=3)
+    torch.testing.assert_close(out[1], out[2:].mean(dim=0))
 
 
 def test_svd_rows_are_the_truncated_svd_projection_of_the_chosen_ids(teacher):
@@ -123,7 +136,6 @@ def test_file_unmatched_rows_are_the_seeded_random_rows(tokens, tmp_path):
     out = initial_embeddings("file", E, IDS, teacher_tokens=tokens,
                              vectors_file=write(tmp_path / "g.txt", GLOVE), seed=3)
     random = initial_embeddings("random", E, IDS, seed=3)
-    assert torch.equal(out[1], random[1])  # [UNK]
     assert torch.equal(out[6:], random[6:])  # w11, w20, ...: not in the file
     assert not torch.equal(out[2:6], random[2:6])
     other_seed = initial_embeddings("file", E, IDS, teacher_tokens=tokens,
@@ -193,3 +205,26 @@ def test_error_is_one_line_saying_what_to_do(case, teacher, tokens, tmp_path):
     with pytest.raises(DistilError, match=re.escape(message)) as raised:
         initial_embeddings(method, teacher_ids=IDS, **{"dim": E, **kwargs})
     assert "\n" not in str(raised.value)
+
+
+@pytest.mark.parametrize("student,std", [("bilstm", 0.2 / 12 ** 0.5),  # U(-0.1, 0.1), Mukherjee & Awadallah 6.1
+                                         ("rnn", 0.2 / 12 ** 0.5),
+                                         ("transformer-mini", 0.02)])  # BERT's own N(0, 0.02) (Turc et al.)
+def test_the_pipeline_gives_every_student_family_its_random_init(student, std):
+    from distil.pipeline import TeacherVocab, initialise_embeddings
+    from distil.students import build_student, word_embeddings
+    from distil.students.vocab import TrimmedVocab
+    from distil.tasks import get_task
+    from tests.conftest import compose_config
+
+    cfg = compose_config(f"student={student}", "student.embedding_init=random")
+    vocab = TrimmedVocab(list(range(3, 2003)))
+    torch.manual_seed(0)
+    model = build_student(cfg.student, len(vocab), 2, get_task("classification"))
+    initialise_embeddings(model, cfg, vocab, TeacherVocab(torch.zeros(2003, 8), ["w"] * 2003, 8, []))
+    weights = word_embeddings(model).weight.detach()
+    assert weights[2:].std().item() == pytest.approx(std, rel=0.03)
+    if std != 0.02:
+        assert weights[2:].abs().max().item() <= 0.1
+    assert torch.all(weights[0] == 0)
+    torch.testing.assert_close(weights[1], weights[2:].mean(dim=0))

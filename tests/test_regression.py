@@ -72,4 +72,4 @@ def test_regression_runs_end_to_end_and_predicts_a_score(tmp_path):
     assert float(score) == pytest.approx(float(score)) and text == "chef soup ||| chef bread"
 
 
-PINNED = {"teacher_test": 0.16790, "student_test": 0.06314}  # debug=smoke, toy-sts, d1, siamese
+PINNED = {"teacher_test": 0.16790, "student_test": 0.13921}  # debug=smoke, toy-sts, d1, siamese (U(-0.1, 0.1) init)

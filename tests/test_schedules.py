@@ -161,6 +161,10 @@ def test_projection_place_decides_whether_logits_read_it(smoke_cfg, place):
         output = model.layer_groups()[0][1]
         expected = output(torch.nn.functional.gelu(pooled @ (model.projection.weight / 2).T + model.projection.bias))
         assert torch.allclose(before["logits"], expected, atol=1e-6)
+    # deployed parameters: a path projection ships with the student, a side head does not
+    from distil.students import count_params
+    total, head = sum(p.numel() for p in model.parameters()), HIDDEN * model.student.representation_size + HIDDEN
+    assert count_params(model) == (total if place == "path" else total - head)
     stage_2 = cfg.schedule.stages[1]
     steps = [n for n, _ in unfreezing_groups(model, stage_2)]
     assert steps == (TABLE_4 if place == "path" else ["classifier", "bilstm", "embeddings"])

@@ -137,7 +137,7 @@ def test_pretrained_vectors_file_loads_into_the_embedding(tokens, tmp_path):
     teacher_tokens = ["[PAD]", "[UNK]", "a", "soup", "pan", "chef"]
     vocab = TrimmedVocab(["pan", "chef", "soup"] if tokens == "words" else [4, 5, 3])
     model = build_student(cfg.student, len(vocab), 2, CLASSIFICATION)
-    initialise_embeddings(model, cfg, vocab, TeacherVocab(torch.randn(6, 32), teacher_tokens, 32))
+    initialise_embeddings(model, cfg, vocab, TeacherVocab(torch.randn(6, 32), teacher_tokens, 32, []))
     weight = model.encoder.embedding.weight
     torch.testing.assert_close(weight[3], torch.tensor(chef))  # student row 3 = vocabulary entry 1 = chef
     torch.testing.assert_close(weight[4], torch.full((32,), -0.5))

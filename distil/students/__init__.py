@@ -14,6 +14,7 @@ from distil.students.siamese import SiameseBiLSTM
 from distil.students.sra import SRAStudent
 from distil.students.tang import TangStudent
 from distil.students.transformer import TransformerStudent
+from distil.students.vocab import UnkDropout
 from distil.tasks import Task
 
 FAMILIES = {
@@ -50,6 +51,9 @@ def check_student(cfg: StudentConfig, task: Task) -> None:
         raise DistilError(
             f"student '{cfg.name}': unknown kind '{cfg.kind}'; use one of: {', '.join(FAMILIES)}"
         )
+    if not 0 <= cfg.unk_dropout < 1:
+        raise DistilError(f"student.unk_dropout {cfg.unk_dropout} must be at least 0 and below 1 (the share of "
+                          f"training tokens read as [UNK]); set e.g. 0.02, or 0 to turn word dropout off")
     reads = FAMILIES[cfg.kind].INPUTS
     if task.inputs not in reads:
         fitting = sorted(kind for kind, family in FAMILIES.items() if task.inputs in family.INPUTS)
@@ -79,6 +83,19 @@ def word_embeddings(model: torch.nn.Module) -> torch.nn.Embedding:
     return next(m for m in model.modules() if isinstance(m, torch.nn.Embedding))
 
 
+def keeps_own_random_init(cfg: StudentConfig) -> bool:
+    """Transformer students are BERT models (Turc et al.): embedding_init=random keeps BERT's own
+    N(0, 0.02) instead of the recurrent students' U(-0.1, 0.1)."""
+    return cfg.kind == "transformer"
+
+
+def add_unk_dropout(model: torch.nn.Module, rate: float, keep_ids: list[int]) -> None:
+    """Train the [UNK] row: while training, tokens but [PAD] and keep_ids are read as [UNK] with
+    probability `rate` (see vocab.UnkDropout)."""
+    if rate > 0:
+        word_embeddings(model).register_forward_pre_hook(UnkDropout(rate, keep_ids))
+
+
 def build_student(
     cfg: StudentConfig, vocab_size: int, num_labels: int, task: Task,
     teacher_hidden_size: int | None = None, representation_head: bool = False, projection: str = "side",
@@ -100,4 +117,30 @@ def build_student(
 
 
 def count_params(model: torch.nn.Module) -> int:
-    return sum(p.numel() for p in model.parameters())
+    """Parameters as deployed: every one but the training-only representation head."""
+    return sum(p.numel() for p in model.parameters()) - training_only_params(model)
+
+
+def training_only_params(model: torch.nn.Module) -> int:
+    """A side projection gelu(W z + b) to the teacher's size serves only the representation losses;
+    one under the classifier (schedule.projection: path) is part of the deployed model."""
+    if isinstance(model, WithRepresentation) and not model.in_path:
+        return sum(p.numel() for p in model.projection.parameters())
+    return 0
+
+
+def param_counts(model: torch.nn.Module, teacher_vocab_size: int | None) -> dict[str, int | None]:
+    """How the papers count a model (students and teachers alike):
+    deployed            every parameter but the training-only projection head;
+    full_teacher_vocab  the token embedding as if it held all `teacher_vocab_size` teacher wordpieces
+                        instead of the trimmed vocabulary (Mukherjee & Awadallah Table 7, XtremeDistil
+                        Table 16); None for a student reading words (the RNN baseline), which has its own;
+    without_embeddings  without the token embedding matrix (Wu et al. Table 2 leaves out "the embedding
+                        layers", which depend on the vocabulary; position tables, small, are kept);
+    training_only       the projection head left out of all three."""
+    layer = word_embeddings(model)
+    deployed = count_params(model)
+    without_embeddings = deployed - layer.weight.numel()
+    full = None if teacher_vocab_size is None else without_embeddings + teacher_vocab_size * layer.embedding_dim
+    return {"deployed": deployed, "full_teacher_vocab": full, "without_embeddings": without_embeddings,
+            "training_only": training_only_params(model)}

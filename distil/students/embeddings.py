@@ -1,10 +1,14 @@
 """Initial student embeddings, as in XtremeDistil (Mukherjee & Awadallah 2020, Table 14).
 
 Rows follow the trimmed vocabulary (vocab.py): row 0 is [PAD], row 1 [UNK], row i+2 teacher wordpiece teacher_ids[i].
-  random  N(0, 0.1) from a generator seeded with `seed`
+  random  U(-0.1, 0.1) from a generator seeded with `seed` (Mukherjee & Awadallah 6.1: words without a
+          pre-trained vector "are randomly initialized with U(-.1, .1)")
   svd     the teacher's wordpiece embedding matrix reduced to E dimensions by truncated SVD
   pca     the same on the mean-centred matrix (the classic PCA projection)
-  file    pre-trained word vectors (GloVe, or word2vec text format), looked up per wordpiece
+  file    pre-trained word vectors (GloVe, or word2vec text format), looked up per wordpiece; the rest random
+Whatever the method, [PAD] is zeros and [UNK] starts at the mean of the vocabulary rows: it stands for any
+token the student never saw, and the centre of those it did is the neutral guess (word dropout, see
+vocab.UnkDropout, then trains it).
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ import torch
 from distil.errors import DistilError
 
 METHODS = ("random", "svd", "pca", "file")
-RANDOM_STD = 0.1
+RANDOM_BOUND = 0.1  # U(-0.1, 0.1), Mukherjee & Awadallah 6.1
 
 log = logging.getLogger(__name__)
 
@@ -46,15 +50,21 @@ def initial_embeddings(
         weights = _from_vectors_file(dim, teacher_ids, teacher_tokens, vectors_file, seed)
     else:
         weights = _random(len(teacher_ids) + 2, dim, seed)
-    # nn.Embedding(padding_idx=0) zeroes [PAD] only at construction; copying these weights in would undo that.
+    return with_pad_and_unk(weights)
+
+
+def with_pad_and_unk(weights: torch.Tensor) -> torch.Tensor:
+    """[PAD] zeros (nn.Embedding(padding_idx=0) zeroes it only at construction; copying weights in would
+    undo that) and [UNK] the mean of the vocabulary rows (zeros when there are none)."""
     weights[0] = 0.0
+    weights[1] = weights[2:].mean(dim=0) if len(weights) > 2 else 0.0
     return weights
 
 
 def _random(rows: int, dim: int, seed: int) -> torch.Tensor:
     # A private generator: the same seed gives the same rows whatever else has used the global RNG.
     generator = torch.Generator().manual_seed(seed)
-    return torch.normal(0.0, RANDOM_STD, size=(rows, dim), generator=generator)
+    return (torch.rand((rows, dim), generator=generator) * 2 - 1) * RANDOM_BOUND
 
 
 def _reduced_teacher(
@@ -84,9 +94,7 @@ def _reduced_teacher(
     # on purpose: it keeps the teacher's geometry, i.e. norms and inner products between wordpieces are the best
     # rank-E approximation of the teacher's own.
     picked = (u * s)[torch.tensor(teacher_ids, dtype=torch.long)]
-    # [UNK] stands for any wordpiece the student never saw: the centre of the ones it did is the neutral guess.
-    unk = picked.mean(dim=0) if len(picked) else torch.zeros(dim, dtype=torch.float64)
-    return torch.cat([torch.zeros(1, dim, dtype=torch.float64), unk[None], picked]).float()
+    return torch.cat([torch.zeros(2, dim, dtype=torch.float64), picked]).float()  # [PAD], [UNK]: set by the caller
 
 
 def _from_vectors_file(

@@ -2,7 +2,8 @@
 
 Tokens are the teacher's wordpiece ids for most students (words for the RNN baseline).
 A 30k-row embedding updated densely dominates CPU training time; the student only
-needs rows for tokens it can see. Unseen tokens at test time map to [UNK].
+needs rows for tokens it can see. Unseen tokens at test time map to [UNK], which no
+training token maps to: UnkDropout gives that row its training signal.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from collections.abc import Hashable, Iterable, Sequence
 from pathlib import Path
 
 import numpy as np
+import torch
 
 from distil.data.ragged import Ragged, RaggedPair, Tokens
 
@@ -56,3 +58,21 @@ class TrimmedVocab:
     @classmethod
     def load(cls, path: Path) -> TrimmedVocab:
         return cls(json.loads(path.read_text())["teacher_ids"])
+
+
+class UnkDropout:
+    """Word dropout to [UNK], as a forward pre-hook on the student's token embedding: while the
+    model trains, each id but [PAD] and `keep_ids` (e.g. [CLS], [SEP]) becomes [UNK] with
+    probability `rate`. A hook, not a layer, so saved weights and evaluation are unchanged."""
+
+    def __init__(self, rate: float, keep_ids: Sequence[int]):
+        self.rate = rate
+        self.keep_ids = torch.tensor(sorted({PAD, *keep_ids}), dtype=torch.long)
+
+    def __call__(self, module: torch.nn.Module, args: tuple) -> tuple | None:
+        if not module.training:
+            return None
+        ids = args[0]
+        droppable = ~torch.isin(ids, self.keep_ids.to(ids.device))
+        dropped = droppable & (torch.rand(ids.shape, device=ids.device) < self.rate)
+        return (ids.masked_fill(dropped, UNK), *args[1:])
