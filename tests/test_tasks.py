@@ -300,7 +300,8 @@ def test_shipped_pair_datasets_name_their_positive_class():
     ({"metrics": ["accuracy", "auc"]}, r"dataset 'toy-pair': unknown metric 'auc' for a pair task; "
                                        r"choose from: accuracy, f1, mcc$"),
     ({"metric": "pearson"}, r"unknown metric 'pearson' for a pair task; choose from: accuracy, f1, mcc"),
-    ({"metrics": ["f1"], "positive_label": None}, r"metric f1 is the F1 of dataset.positive_label; set it to the positive class"),
+    ({"metrics": ["f1"], "positive_label": None},
+     r"metric f1 is the F1 of dataset.positive_label; set it to the positive class"),
 ])
 def test_bad_metric_settings_are_one_line_errors(settings, message):
     with pytest.raises(DistilError, match=message):

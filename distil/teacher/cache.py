@@ -36,7 +36,7 @@ from safetensors.torch import save_file
 from distil.config import TeacherConfig
 from distil.data.batching import length_sorted_batches
 from distil.data.prepared import PreparedSplit
-from distil.data.split import SPLITS, TaskData
+from distil.data.split import TaskData
 from distil.progress import progress_bar
 from distil.store import Artifact, ArtifactStore
 from distil.tasks import Task
@@ -52,7 +52,7 @@ def ensure_targets(cfg: TeacherConfig, teacher: Artifact, task: Task, data: Task
     """Logits for every split, plus hidden layer `layer` (None: logits only). `load_teacher()`
     gives (model, tokenizer) and is called only when a shard has to be computed."""
     def spec(hidden_layer: int | None) -> dict:
-        return {"teacher": teacher.key, "data": data.fingerprint(*SPLITS), "max_length": cfg.max_length,
+        return {"teacher": teacher.key, "data": data.fingerprint(*data.splits), "max_length": cfg.max_length,
                 "layer": hidden_layer, "dtype": "float16", "shard_size": cfg.shard_size, "layout": LAYOUT_VERSION}
 
     if layer is None:
@@ -85,8 +85,7 @@ def write_targets(out: Path, task: Task, prepared: dict[str, PreparedSplit], lay
     layout = {"per_token": task.per_token, "layer": layer, "splits": {}}
     teacher = None
     with progress_bar() as progress:
-        for split in SPLITS:
-            examples = prepared[split]
+        for split, examples in prepared.items():  # the four splits and any extra test split
             bounds = [(start, min(start + shard_size, len(examples))) for start in range(0, len(examples), shard_size)]
             layout["splits"][split] = {"examples": len(examples),
                                        "shards": [{"file": shard_name(split, i), "start": s, "end": e}
