@@ -319,3 +319,15 @@ def test_metric_names_are_per_task():
 def test_positive_label_outside_the_labels():
     with pytest.raises(DistilError, match=r"positive_label 'yes' is not one of its labels \['0', '1'\]"):
         build_task_data(dataset("toy-pair", positive_label="yes"), ALL, ".", seed=1)
+
+
+def test_the_metric_that_selects_the_teacher_is_part_of_its_cache_key():
+    """Fine-tuning keeps the teacher's best dev epoch by the dataset's metric: a teacher chosen
+    on accuracy is not the one `metric: f1` asks for."""
+    from distil.teacher.finetune import teacher_spec
+    from tests.conftest import compose_config
+
+    teacher = compose_config("debug=smoke").teacher
+    on_accuracy, on_f1 = (build_task_data(dataset("toy-pair", metric=metric), ALL, ".", seed=1)
+                          for metric in ("accuracy", "f1"))
+    assert teacher_spec(teacher, on_accuracy, 1) != teacher_spec(teacher, on_f1, 1)
