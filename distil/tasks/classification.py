@@ -94,7 +94,12 @@ def confusion(predicted: np.ndarray, gold: np.ndarray, classes: int) -> np.ndarr
     return counts
 
 
-def accuracy(counts: np.ndarray, positive: int | None = None) -> float:
+def accuracy(logits: torch.Tensor, labels: torch.Tensor) -> float:
+    """Share of examples whose top logit is the gold class (NaN for no examples)."""
+    return correct_share(confusion(logits.argmax(dim=-1).numpy(), labels.numpy(), logits.shape[-1]))
+
+
+def correct_share(counts: np.ndarray, positive: int | None = None) -> float:
     total = counts.sum()
     return float(np.trace(counts) / total) if total else float("nan")
 
@@ -122,4 +127,4 @@ def matthews(counts: np.ndarray, positive: int | None = None) -> float:
     return float((c * s - p @ t) / denominator) if denominator else 0.0
 
 
-CLASS_METRICS = {"accuracy": accuracy, "f1": positive_f1, "mcc": matthews}
+CLASS_METRICS = {"accuracy": correct_share, "f1": positive_f1, "mcc": matthews}
