@@ -182,7 +182,9 @@ class DatasetConfig:
     # Local directory, searched first. "pkg:<module>/<sub/dir>" points inside an installed
     # package; a relative path is resolved against paths.data_dir.
     path: str | None = None
-    # split name -> file name relative to `path`; "{lang}" is replaced per language
+    # split name -> file name relative to `path`; "{lang}" is replaced per language. train, dev,
+    # test, and test_<name> for an extra evaluation split, scored beside test and never used
+    # to select (MNLI's test_mismatched)
     files: dict[str, str] = field(default_factory=dict)
     hub: HubConfig | None = None
     text_column: str = "text"
@@ -197,6 +199,15 @@ class DatasetConfig:
     unlabeled_file: str | None = None
     strip_html: bool = False  # replace <br /> and other tags by spaces (IMDB)
     split: SplitConfig = field(default_factory=SplitConfig)
+    # Scores as the papers report them (names in distil/tasks: accuracy, f1, mcc; pearson,
+    # spearman; tagging's span f1). `metric` selects models on dev (None: the task's own:
+    # accuracy, f1 for tagging, pearson for regression); `metrics` are reported beside it
+    # (None: the task's own, plus f1 where positive_label is set).
+    metric: str | None = None
+    metrics: list[str] | None = None
+    # Classification and pairs: the class whose F1 is reported (`f1`), e.g. "1" for MRPC's
+    # paraphrase and QQP's duplicate (Tang T1, Turc T3, Wu T1 report F1/accuracy).
+    positive_label: str | None = None
 
 
 @dataclass

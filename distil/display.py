@@ -36,20 +36,26 @@ def _compression(teacher: dict, student: dict) -> str:
 
 
 def run_table(metrics: dict) -> Table:
+    """Teacher, student and majority class on dev, test and any extra test split (MNLI's
+    mismatched), one column per reported metric (e.g. MRPC's accuracy and F1)."""
     choices, metric = metrics["choices"], metrics["metric"]
     teacher, student, speed = metrics["teacher"], metrics["student"], metrics.get("speed", {})
+    columns = [(split, name) for split in ("dev", "test", *metrics.get("extra_tests", []))
+               for name in metrics.get("metrics", [metric])]
     table = Table(title=f"{choices['teacher']} -> {choices['student']} | schedule {choices['schedule']}"
-                        f" | {choices['dataset']} (test split, held out)")
-    for column in ("model", "params", f"dev {metric} %", f"test {metric} %", "examples/s (batch 32)"):
+                        f" | {choices['dataset']} (test split, held out; {metric} selects on dev)")
+    for column in ("model", "params", *(f"{split} {name} %" for split, name in columns), "examples/s (batch 32)"):
         table.add_column(column, justify="left" if column == "model" else "right")
-    table.add_row(f"teacher {choices['teacher']}", _params(teacher["params"]),
-                  _pct(teacher["dev"][metric]), _pct(teacher["test"][metric]),
+
+    def scores(of: dict) -> list[str]:
+        return [_pct(of[split].get(name)) if split in of else "-" for split, name in columns]
+
+    table.add_row(f"teacher {choices['teacher']}", _params(teacher["params"]), *scores(teacher),
                   f"{speed.get('teacher_ex_per_s', 0):.0f}" if speed else "-")
-    table.add_row(f"student {choices['student']}", _params(student["params"]),
-                  _pct(student["dev"][metric]), _pct(student["test"][metric]),
+    table.add_row(f"student {choices['student']}", _params(student["params"]), *scores(student),
                   f"{speed.get('student_ex_per_s', 0):.0f}" if speed else "-")
     if "majority_baseline" in metrics:
-        table.add_row("majority class", "-", "-", _pct(metrics["majority_baseline"]["test"]["accuracy"]), "-")
+        table.add_row("majority class", "-", *scores(metrics["majority_baseline"]), "-")
     caption = f"student is {_compression(teacher, student)}"
     if speed:
         caption += f" and {speed['speedup']:.1f}x faster at inference"

@@ -87,6 +87,7 @@ class StudentResult:
     stages: list[dict]
     test_tokens: Tokens
     teacher_hidden_size: int
+    scores: dict[str, dict]  # the final student's: dev, test and every extra test split
 
 
 def run(cfg: Config, run_dir: Path, choices: dict, overrides: list[str]) -> dict:
@@ -127,12 +128,12 @@ def run(cfg: Config, run_dir: Path, choices: dict, overrides: list[str]) -> dict
             results[lang] = train_student(cfg, task, data, {n: s.language(lang) for n, s in splits.items()},
                                           teacher_vocab)
             save_student(results[lang], cfg, task, data, tokenizer, run_dir / f"student-{lang}")
-        student = _merge_languages(results, task.metric)
+        student = _merge_languages(results, task)
         first = next(iter(results.values()))
     else:
         first = train_student(cfg, task, data, splits, teacher_vocab)
         save_student(first, cfg, task, data, tokenizer, run_dir / "student")
-        student = {"test": first.stages[-1]["test"], "dev": first.stages[-1]["dev"], "stages": first.stages}
+        student = {**first.scores, "stages": first.stages}
         results = {None: first}
     counts = student_param_counts(results, None if reads_words(cfg.student) else teacher_vocab.size)
     student.update(params=counts["deployed"], param_counts=counts, vocab_size=len(first.vocab))
@@ -142,11 +143,13 @@ def run(cfg: Config, run_dir: Path, choices: dict, overrides: list[str]) -> dict
         "choices": choices,
         "overrides": overrides,
         "task": task.name,
-        "metric": task.metric,
+        "metric": task.metric,  # selects on dev
+        "metrics": task.metrics,  # every score reported, the primary first
+        "extra_tests": data.extra_tests,  # scored beside test, never used to select
         "data": {"sizes": data.summary(), "labels": data.label_names, "languages": data.languages},
         "teacher": {
             **{name: task.score(splits[name].targets.all_logits(), prepared[name], data.label_names)
-               for name in ("labeled", "dev", "test")},
+               for name in ("labeled", "dev", *reported_splits(data))},
             "diagnostics": {name: task.diagnostics(logit_chunks(splits[name].targets)) for name in splits},
             "params": count_params(model),
             "param_counts": param_counts(model, teacher_vocab.size),
@@ -161,11 +164,17 @@ def run(cfg: Config, run_dir: Path, choices: dict, overrides: list[str]) -> dict
                       "teacher_ran": not (teacher.reused and targets.reused)},
         "seconds": round(time.perf_counter() - started, 1),
     }
-    baseline = task.baseline(prepared["dev"], prepared["test"])
-    if baseline is not None:
-        metrics["majority_baseline"] = {"test": baseline}
+    baselines = {name: task.baseline(prepared["dev"], prepared[name], data.label_names)
+                 for name in reported_splits(data)}
+    if baselines["test"] is not None:
+        metrics["majority_baseline"] = baselines
     write_json_atomic(run_dir / "metrics.json", metrics)
     return metrics
+
+
+def reported_splits(data: TaskData) -> list[str]:
+    """The held-out splits every model is scored on: test and the dataset's extra ones."""
+    return ["test", *data.extra_tests]
 
 
 CACHE_LAYER = ("auto", "needed")
@@ -305,7 +314,10 @@ def train_student(cfg: Config, task: Task, data: TaskData, splits: dict[str, Spl
     stages = run_schedule(cfg.schedule, trainer, model, student_splits, evaluate_split, task, cfg.seed, PAD)
     for record in stages:
         record["batch_size_from"] = chosen_by
-    return StudentResult(model, vocab, stages, student_splits["test"].tokens, teacher_vocab.hidden_size)
+    # the model is the last step's best on dev: its extra test splits are scored once, after selection
+    scores = {"dev": stages[-1]["dev"], "test": stages[-1]["test"],
+              **{name: evaluate_split(model, name) for name in data.extra_tests}}
+    return StudentResult(model, vocab, stages, student_splits["test"].tokens, teacher_vocab.hidden_size, scores)
 
 
 def student_param_counts(results: dict[str | None, StudentResult], teacher_vocab_size: int | None) -> dict:
@@ -319,14 +331,16 @@ def student_param_counts(results: dict[str | None, StudentResult], teacher_vocab
     return {**total, "models": len(per_model), "per_model": per_model}
 
 
-def _merge_languages(results: dict[str, StudentResult], metric: str) -> dict:
-    """Per-language students -> one report: each language's score, their mean and std."""
+def _merge_languages(results: dict[str, StudentResult], task: Task) -> dict:
+    """Per-language students -> one report: per metric, the mean and std over languages, and
+    each language's primary score."""
     merged = {"models": len(results), "stages": {lang: r.stages for lang, r in results.items()}}
-    for split in ("dev", "test"):
-        per_language = {lang: r.stages[-1][split][metric] for lang, r in results.items()}
-        values = list(per_language.values())
-        merged[split] = {metric: float(np.mean(values)), f"{metric}_std": float(np.std(values)),
-                         "per_language": per_language}
+    for split in next(iter(results.values())).scores:
+        merged[split] = {}
+        for metric in task.metrics:
+            values = [r.scores[split][metric] for r in results.values()]
+            merged[split].update({metric: float(np.mean(values)), f"{metric}_std": float(np.std(values))})
+        merged[split]["per_language"] = {lang: r.scores[split][task.metric] for lang, r in results.items()}
     return merged
 
 

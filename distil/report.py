@@ -26,9 +26,7 @@ def collect(root: Path) -> pd.DataFrame:
             teacher, student, metric = metrics["teacher"], metrics["student"], metrics["metric"]
             row.update({
                 "metric": metric,
-                "teacher_test": 100 * teacher["test"][metric],
-                "student_dev": 100 * student["dev"][metric],
-                "student_test": 100 * student["test"][metric],
+                **score_columns(metrics),
                 "teacher_params_M": teacher["params"] / 1e6,
                 "student_params_M": student["params"] / 1e6,
                 "speedup": metrics.get("speed", {}).get("speedup"),
@@ -43,6 +41,20 @@ def collect(root: Path) -> pd.DataFrame:
         table["overrides"] = [" ".join(o for o in row if o not in shared and o.split("=")[0] not in CHOICES)
                               for row in table["overrides"]]
     return table
+
+
+def score_columns(metrics: dict) -> dict[str, float]:
+    """Percent scores, per reported metric (the primary first, unsuffixed as it always was;
+    the others `_<metric>`): teacher_test, student_dev, student_test, then teacher_<split>
+    and student_<split> for every extra test split (MNLI's test_mismatched)."""
+    primary = metrics["metric"]
+    places = [("teacher", "test"), ("student", "dev"), ("student", "test"),
+              *((who, split) for split in metrics.get("extra_tests", []) for who in ("teacher", "student"))]
+    columns = {}
+    for name in metrics.get("metrics", [primary]):
+        suffix = "" if name == primary else f"_{name}"
+        columns.update({f"{who}_{split}{suffix}": 100 * metrics[who][split][name] for who, split in places})
+    return columns
 
 
 def write_tables(table: pd.DataFrame, out_dir: Path) -> tuple[Path, Path]:

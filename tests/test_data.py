@@ -129,3 +129,55 @@ def test_transfer_larger_than_pool(three_files):
     cfg = dataset_cfg(files=files, split={"labeled_per_class": 5})
     with pytest.raises(DistilError, match="choose a smaller transfer_size"):
         build_task_data(cfg, transfer("x", count=1000), str(data_dir), 1)
+
+
+# --- extra evaluation splits, only reported (MNLI matched / mismatched) --------------------
+
+MNLI_HEADER = "idx\tpremise\thypothesis\tlabel\tlabel_id"
+NLI = ("entailment", "neutral", "contradiction")
+
+
+def write_mnli(directory, per_class=10, mismatched_per_class=3):
+    """An MNLI-shaped toy: GLUE's two dev files, as /work/shared/data/mnli holds them."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for name, n, topic in (("dev_matched.tsv", per_class, "fiction"), ("dev_mismatched.tsv", mismatched_per_class,
+                                                                         "letters")):
+        lines = [MNLI_HEADER] + [f"{i}\t{topic} premise {label} {i}\t{topic} hypothesis {i}\t{label}\t{k}"
+                                 for k, label in enumerate(NLI) for i in range(n)]
+        (directory / name).write_text("\n".join(lines) + "\n")
+    return directory
+
+
+def mnli_cfg(path, **overrides):
+    from distil.cli import CONF_DIR
+
+    raw = OmegaConf.load(CONF_DIR / "dataset" / "mnli.yaml")
+    return OmegaConf.merge(OmegaConf.structured(DatasetConfig), raw, {"path": str(path), **overrides})
+
+
+def test_mnli_reports_mismatched_beside_matched(tmp_path):
+    cfg = mnli_cfg(write_mnli(tmp_path / "mnli"), split={"labeled_per_class": 2})
+    data = build_task_data(cfg, transfer(), ".", seed=1)
+    assert list(data.splits) == ["labeled", "transfer", "dev", "test", "test_mismatched"]
+    assert data.extra_tests == ["test_mismatched"]
+    mismatched = data.splits["test_mismatched"]
+    assert len(mismatched) == 9 and all(text.startswith("letters") for text in mismatched["text"][:])
+    assert sorted(mismatched["label"][:]) == [0] * 3 + [1] * 3 + [2] * 3  # gold labels kept, as ids
+    # matched test and dev are carved from the matched file: 20% and 10% of each class
+    assert len(data.splits["test"]) == 6 and len(data.splits["dev"]) == 3
+    assert all(text.startswith("fiction") for name in ("labeled", "dev", "test")
+               for text in data.splits[name]["text"][:])
+
+
+def test_extra_test_splits_are_capped_like_test(tmp_path):
+    cfg = mnli_cfg(write_mnli(tmp_path / "mnli"), split={"labeled_per_class": 2, "max_eval_per_language": 4})
+    data = build_task_data(cfg, transfer(), ".", seed=1)
+    assert len(data.splits["test"]) == 4 and len(data.splits["test_mismatched"]) == 4
+
+
+def test_a_split_name_that_is_neither_train_dev_test_nor_test_extra(three_files):
+    data_dir, files = three_files
+    cfg = dataset_cfg(files={**files, "tset": "test.tsv"})
+    with pytest.raises(DistilError, match=r"dataset 't': split 'tset' in dataset.files is unknown; use train, dev, "
+                                          r"test, or test_<name> for a split that is only reported"):
+        build_task_data(cfg, transfer(), str(data_dir), seed=1)

@@ -11,7 +11,7 @@ from distil.data.conll import read_conll
 from distil.data.load import load_raw_splits
 from distil.data.split import build_task_data
 from distil.errors import DistilError
-from distil.tasks import get_task
+from distil.tasks import get_task, make_task
 from distil.tasks.tagging import IGNORE
 from distil.teacher.load import TINY_VOCAB
 
@@ -183,7 +183,7 @@ def test_majority_baseline_takes_the_majority_class_from_dev(tokenizer):
         return get_task("classification").prepare("x", tokenizer, ds, 16, ["n", "y"])
 
     # class 1 dominates dev, so the baseline always predicts 1: right on 3 of 4 test examples
-    baseline = get_task("classification").baseline(split([1, 1, 0]), split([1, 0, 1, 1]))
+    baseline = get_task("classification").baseline(split([1, 1, 0]), split([1, 0, 1, 1]), ["n", "y"])
     assert baseline == {"accuracy": pytest.approx(0.75)}
 
 
@@ -221,3 +221,113 @@ def test_teacher_prediction_variance_as_mukherjee_table9():
         assert round(result["max_prediction_variance"] + 1e-12, 3) == table9  # Table 9 rounds to 3 places
         assert result["prediction_variance"] == pytest.approx(result["max_prediction_variance"])
     assert get_task("tagging").diagnostics(iter([torch.zeros(3, 5)])) == {}
+
+
+# --- metrics per task as the papers report them (issue 12 point 9) ------------------------
+
+class Predicted:
+    """The part of a prepared split that class scoring reads."""
+
+    def __init__(self, gold, languages=None):
+        self.labels = torch.tensor(gold)
+        self.languages = __import__("numpy").asarray(languages or [""] * len(gold))
+
+
+def one_hot(predicted, classes=2):
+    return torch.nn.functional.one_hot(torch.tensor(predicted), classes).float()
+
+
+# gold 1 1 1 1 0 0 0 0 0 0 against predicted 1 1 0 0 1 0 0 0 0 0: TP 2, FN 2, FP 1, TN 5
+GOLD = [1, 1, 1, 1, 0, 0, 0, 0, 0, 0]
+GUESS = [1, 1, 0, 0, 1, 0, 0, 0, 0, 0]
+
+
+def scoring_task(**settings):
+    return make_task(dataset("toy-pair", **settings))
+
+
+def test_f1_of_the_positive_class_against_a_hand_computed_confusion_matrix():
+    # positive "1": precision 2/3, recall 2/4, F1 = 2PR / (P + R) = 4/7
+    scores = scoring_task(positive_label="1").score(one_hot(GUESS), Predicted(GOLD), ["0", "1"])
+    assert scores == {"accuracy": pytest.approx(0.7), "f1": pytest.approx(4 / 7)}
+    # positive "0": TP 5, FP 2, FN 1: precision 5/7, recall 5/6, F1 = 10/13
+    scores = scoring_task(positive_label="0").score(one_hot(GUESS), Predicted(GOLD), ["0", "1"])
+    assert scores["f1"] == pytest.approx(10 / 13)
+
+
+def test_matthews_correlation_binary_and_multiclass_by_hand():
+    task = scoring_task(positive_label="1", metrics=["accuracy", "f1", "mcc"])
+    # (TP TN - FP FN) / sqrt((TP+FP)(TP+FN)(TN+FP)(TN+FN)) = (10 - 2) / sqrt(3 * 4 * 6 * 7)
+    scores = task.score(one_hot(GUESS), Predicted(GOLD), ["0", "1"])
+    assert list(scores) == ["accuracy", "f1", "mcc"]
+    assert scores["mcc"] == pytest.approx(8 / 504 ** 0.5)
+    # three classes (Gorodkin's R_K): gold 0 0 1 1 2 2, predicted 0 1 1 1 2 0: 4 right of 6,
+    # true counts t = 2 2 2, predicted counts p = 2 3 1: (4*6 - sum p t) / sqrt((36 - sum p^2)(36 - sum t^2))
+    three = make_task(dataset("toy", metrics=["mcc"]))
+    scores = three.score(one_hot([0, 1, 1, 1, 2, 0], 3), Predicted([0, 0, 1, 1, 2, 2]), ["a", "b", "c"])
+    assert scores["mcc"] == pytest.approx((24 - 12) / (22 * 24) ** 0.5)
+    # one class predicted throughout: the correlation is undefined, reported as 0 (no skill)
+    assert three.score(one_hot([1] * 6, 3), Predicted([0, 0, 1, 1, 2, 2]), ["a", "b", "c"])["mcc"] == 0.0
+
+
+def test_primary_metric_comes_first_and_per_language_scores_it():
+    task = scoring_task(positive_label="1", metric="f1")
+    assert (task.metric, task.metrics) == ("f1", ["f1", "accuracy"])
+    languages = ["aa"] * 5 + ["bb"] * 5  # aa: gold 1 1 1 1 0, predicted 1 1 0 0 1: F1 = 2*2 / (2*2 + 1 + 2)
+    scores = task.score(one_hot(GUESS), Predicted(GOLD, languages), ["0", "1"])
+    assert scores["per_language"] == {"aa": pytest.approx(4 / 7), "bb": 0.0}
+
+
+def test_majority_baseline_scores_every_reported_metric(tokenizer):
+    import datasets
+
+    def split(labels):
+        ds = datasets.Dataset.from_dict({"text": ["a"] * len(labels), "text_pair": ["b"] * len(labels),
+                                         "label": labels, "language": [""] * len(labels)})
+        return get_task("pair").prepare("x", tokenizer, ds, 16, ["0", "1"])
+
+    # always "1" on test 1 0 1 1: precision 3/4, recall 1, F1 6/7
+    baseline = scoring_task(positive_label="1").baseline(split([1, 1, 0]), split([1, 0, 1, 1]), ["0", "1"])
+    assert baseline == {"accuracy": pytest.approx(0.75), "f1": pytest.approx(6 / 7)}
+
+
+def test_shipped_pair_datasets_name_their_positive_class():
+    assert dataset("mrpc").positive_label == "1" and dataset("qqp").positive_label == "1"
+    assert make_task(dataset("mrpc")).metrics == ["accuracy", "f1"]
+
+
+@pytest.mark.parametrize("settings,message", [
+    ({"metrics": ["accuracy", "auc"]}, r"dataset 'toy-pair': unknown metric 'auc' for a pair task; "
+                                       r"choose from: accuracy, f1, mcc$"),
+    ({"metric": "pearson"}, r"unknown metric 'pearson' for a pair task; choose from: accuracy, f1, mcc"),
+    ({"metrics": ["f1"], "positive_label": None},
+     r"metric f1 is the F1 of dataset.positive_label; set it to the positive class"),
+])
+def test_bad_metric_settings_are_one_line_errors(settings, message):
+    with pytest.raises(DistilError, match=message):
+        scoring_task(**settings)
+
+
+def test_metric_names_are_per_task():
+    with pytest.raises(DistilError, match=r"unknown metric 'accuracy' for a tagging task; choose from: f1$"):
+        make_task(dataset("toy-ner", metric="accuracy"))
+    with pytest.raises(DistilError, match=r"positive_label applies to classification and pair data"):
+        make_task(dataset("toy-sts", positive_label="1"))
+    assert make_task(dataset("toy-sts", metric="spearman")).metrics == ["spearman", "pearson"]
+
+
+def test_positive_label_outside_the_labels():
+    with pytest.raises(DistilError, match=r"positive_label 'yes' is not one of its labels \['0', '1'\]"):
+        build_task_data(dataset("toy-pair", positive_label="yes"), ALL, ".", seed=1)
+
+
+def test_the_metric_that_selects_the_teacher_is_part_of_its_cache_key():
+    """Fine-tuning keeps the teacher's best dev epoch by the dataset's metric: a teacher chosen
+    on accuracy is not the one `metric: f1` asks for."""
+    from distil.teacher.finetune import teacher_spec
+    from tests.conftest import compose_config
+
+    teacher = compose_config("debug=smoke").teacher
+    on_accuracy, on_f1 = (build_task_data(dataset("toy-pair", metric=metric), ALL, ".", seed=1)
+                          for metric in ("accuracy", "f1"))
+    assert teacher_spec(teacher, on_accuracy, 1) != teacher_spec(teacher, on_f1, 1)

@@ -28,6 +28,14 @@ HTML_TAG = re.compile(r"<[^>]+>")
 # More distinct numeric labels than this are scores, not class ids (STS-B has ~140; CLINC's
 # 150 intents coded as numbers pass when listed in dataset.labels).
 MAX_NUMERIC_CLASSES = 100
+SHIPPED_SPLITS = ("train", "dev", "test")
+# dataset.files (or hub.splits) key of an extra evaluation split, e.g. MNLI's test_mismatched:
+# scored beside test, never used to select (split.py keeps it apart from dev)
+EXTRA_TEST_PREFIX = "test_"
+
+
+def is_extra_test(split: str) -> bool:
+    return split.startswith(EXTRA_TEST_PREFIX) and len(split) > len(EXTRA_TEST_PREFIX)
 
 
 def resolve_data_path(path: str, data_dir: str) -> Path:
@@ -103,6 +111,11 @@ def _check_config(cfg: DatasetConfig) -> None:
         raise DistilError(f"dataset '{cfg.name}': format 'folders' holds classification data only")
     if cfg.format == "conll" and not task.per_token:
         raise DistilError(f"dataset '{cfg.name}': format 'conll' holds tagging data only; set dataset.task=tagging")
+    for where, names in (("dataset.files", cfg.files), ("dataset.hub.splits", cfg.hub.splits if cfg.hub else {})):
+        for split in names:
+            if split not in SHIPPED_SPLITS and not is_extra_test(split):
+                raise DistilError(f"dataset '{cfg.name}': split '{split}' in {where} is unknown; use train, dev, "
+                                  f"test, or {EXTRA_TEST_PREFIX}<name> for a split that is only reported")
 
 
 def _load_local(cfg: DatasetConfig, root: Path) -> dict[str, datasets.Dataset]:

@@ -5,6 +5,8 @@ are carved from train, stratified by label (or by language for tagging), with
 `dataset.split.seed` so every run shares one test set. The labeled subset (N per
 class, or N sentences per language) and the transfer set are drawn with the run seed;
 the transfer set is the rest of train with its labels dropped, or an external file.
+Extra evaluation splits (files keys test_<name>, e.g. MNLI's test_mismatched) are kept as
+shipped, capped like test, and only reported: nothing selects on them.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import datasets
 import numpy as np
 
 from distil.config import DatasetConfig, TransferSizeConfig
-from distil.data.load import load_raw_splits, load_unlabeled_file
+from distil.data.load import is_extra_test, load_raw_splits, load_unlabeled_file
 from distil.errors import DistilError
 from distil.tasks import NO_LABEL, Task, make_task
 
@@ -51,6 +53,11 @@ class TaskData:
                 digest.update(json.dumps(ds[column][:], ensure_ascii=False).encode())
         return digest.hexdigest()
 
+    @property
+    def extra_tests(self) -> list[str]:
+        """Evaluation splits beside test, only reported (MNLI's test_mismatched)."""
+        return [name for name in self.splits if is_extra_test(name)]
+
     def summary(self) -> dict[str, int]:
         return {name: len(ds) for name, ds in self.splits.items()}
 
@@ -61,6 +68,7 @@ def build_task_data(
     task = make_task(cfg)
     raw = load_raw_splits(cfg, data_dir, hub_offline)
     label_names = task.label_names(raw["train"], cfg.labels)
+    task.check_label_names(label_names, f"dataset '{cfg.name}'")
     languages = list(cfg.languages) if cfg.languages else [""]
     encoded = {name: task.encode_labels(ds, label_names, f"dataset '{cfg.name}': {name} split")
                for name, ds in raw.items()}
@@ -73,8 +81,9 @@ def build_task_data(
     if "dev" not in encoded:
         train, encoded["dev"] = _stratified_split(train, strata, cfg.split.dev_fraction, carve_rng)
 
+    extra_tests = [name for name in encoded if is_extra_test(name)]
     if cfg.split.max_eval_per_language is not None:
-        for name in ("dev", "test"):
+        for name in ("dev", "test", *extra_tests):
             encoded[name] = _cap_per_language(encoded[name], cfg.split.max_eval_per_language, carve_rng)
 
     run_rng = np.random.default_rng(seed)
@@ -86,7 +95,8 @@ def build_task_data(
         raise DistilError(f"transfer_size '{transfer.name}': unknown source '{transfer.source}'; "
                           f"use pool or file")
     transfer_set = task.drop_labels(_draw_transfer(pool, transfer, len(labeled), run_rng))
-    splits = {"labeled": labeled, "transfer": transfer_set, "dev": encoded["dev"], "test": encoded["test"]}
+    splits = {"labeled": labeled, "transfer": transfer_set, "dev": encoded["dev"], "test": encoded["test"],
+              **{name: encoded[name] for name in extra_tests}}
     return TaskData(cfg.name, task, label_names, languages, splits)
 
 

@@ -21,7 +21,8 @@ def get_task(name: str, pair: bool = False) -> Task:
 
 
 def make_task(dataset_cfg) -> Task:
-    return get_task(dataset_cfg.task, pair=bool(dataset_cfg.text_pair_column))
+    """The dataset's task, scoring the metrics the dataset names."""
+    return get_task(dataset_cfg.task, pair=bool(dataset_cfg.text_pair_column)).configure(dataset_cfg)
 
 
 __all__ = ["NO_LABEL", "TASKS", "Task", "get_task", "make_task"]

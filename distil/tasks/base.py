@@ -25,7 +25,13 @@ Logits = torch.Tensor | list[torch.Tensor]  # [N, C], or per example [len_i, C] 
 class Task:
     name: str = ""
     inputs: str = "text"  # what the models read: "text", "pair" (two texts) or "tokens" (pre-split words)
-    metric: str = "accuracy"  # primary metric: higher is better, selects models on dev
+    # Scores (higher is better). `metric` selects models on dev; `metrics` are every score
+    # reported, the primary first. A dataset config may choose both among `available_metrics`
+    # (`configure`); these class values are the task's own defaults.
+    metric: str = "accuracy"
+    metrics: Sequence[str] = ("accuracy",)
+    available_metrics: tuple[str, ...] = ("accuracy",)
+    positive_label: str | None = None  # the class `f1` scores (classification and pairs)
     label_column: str = "label"  # canonical column of gold labels
     per_token: bool = False  # one output per wordpiece (tagging) instead of one per example
     has_classes: bool = True  # one class per example: labeled sets can be drawn N per class
@@ -33,6 +39,34 @@ class Task:
     excluded_losses: dict[str, str] = {}
     supervised_loss = staticmethod(cross_entropy)  # what the `ce` loss of a schedule means here
     teacher_class = AutoModelForSequenceClassification
+
+    # --- the dataset's choice of scores -----------------------------------------------------
+    def configure(self, dataset_cfg) -> Task:
+        """Take the dataset's `metric`, `metrics` and `positive_label`; a name this task cannot
+        score is a one-line error before anything runs."""
+        where = f"dataset '{dataset_cfg.name}'"
+        self.positive_label = dataset_cfg.positive_label
+        primary = dataset_cfg.metric or self.metric
+        named = [*(dataset_cfg.metrics or self.metrics), *self.implied_metrics()]
+        for name in (primary, *named):
+            if name not in self.available_metrics:
+                raise DistilError(f"{where}: unknown metric '{name}' for a {self.name} task; "
+                                  f"choose from: {', '.join(self.available_metrics)}")
+        self.metric, self.metrics = primary, list(dict.fromkeys([primary, *named]))
+        self.check_metric_settings(where)
+        return self
+
+    def implied_metrics(self) -> list[str]:
+        """Metrics a dataset setting asks for without naming them."""
+        return []
+
+    def check_metric_settings(self, where: str) -> None:
+        if self.positive_label is not None:
+            raise DistilError(f"{where}: dataset.positive_label applies to classification and pair data, "
+                              f"not {self.name}; remove it")
+
+    def check_label_names(self, names: list[str], where: str) -> None:
+        """Settings that name labels, checked once the label names are known (before training)."""
 
     # --- reading a dataset ------------------------------------------------------------------
     def source_columns(self, dataset_cfg) -> dict[str, str]:
@@ -121,8 +155,8 @@ class Task:
     def score(self, logits: Logits, split: PreparedSplit, names: list[str]) -> dict:
         raise NotImplementedError
 
-    def baseline(self, dev: PreparedSplit, test: PreparedSplit) -> dict | None:
-        """A trivial predictor's test score, for the report (None: no meaningful one)."""
+    def baseline(self, dev: PreparedSplit, test: PreparedSplit, names: list[str]) -> dict | None:
+        """A trivial predictor's scores on `test`, for the report (None: no meaningful one)."""
         return None
 
     def diagnostics(self, logit_chunks) -> dict:

@@ -24,6 +24,8 @@ NO_SCORE = math.nan  # a transfer-set example has no gold score
 class RegressionTask(Task):
     name = "regression"
     metric = "pearson"
+    metrics = ("pearson", "spearman")  # Pearson selects on dev, Spearman is reported beside it
+    available_metrics = ("pearson", "spearman")
     has_classes = False
     excluded_losses = {loss: "a score has no class probabilities" for loss in ("hard", "soft_ce", "kl")}
     supervised_loss = staticmethod(squared_error)
@@ -81,8 +83,7 @@ class RegressionTask(Task):
     def score(self, logits, split: PreparedSplit, names: list[str]) -> dict:
         predicted = pd.Series(logits[:, 0].double().numpy())
         gold = pd.Series(split.labels.double().numpy())
-        return {"pearson": float(predicted.corr(gold, method="pearson")),
-                "spearman": float(predicted.corr(gold, method="spearman"))}
+        return {name: float(predicted.corr(gold, method=name)) for name in self.metrics}  # pandas' names
 
     def decode(self, logits: torch.Tensor, context, names: list[str]) -> str:
         return f"{float(logits[0]):.3f}"

@@ -28,7 +28,9 @@ X_TAG = "X"
 class TaggingTask(Task):
     name = "tagging"
     inputs = "tokens"
-    metric = "f1"
+    metric = "f1"  # seqeval span F1, mean over languages (XtremeDistil)
+    metrics = ("f1",)
+    available_metrics = ("f1",)
     label_column = "tags"
     per_token = True
     has_classes = False

@@ -38,7 +38,7 @@ from safetensors.torch import save_file
 
 from distil.config import TeacherConfig
 from distil.data.prepared import PreparedSplit
-from distil.data.split import SPLITS, TaskData
+from distil.data.split import TaskData
 from distil.progress import progress_bar
 from distil.store import Artifact, ArtifactStore
 from distil.tasks import Task
@@ -61,7 +61,7 @@ def ensure_targets(cfg: TeacherConfig, teacher: Artifact, task: Task, data: Task
 
     def spec(hidden_layer: int | None, hidden_apart: bool) -> dict:
         # `apart` is in the key: a joint and a per-sentence cache never stand in for each other
-        return {"teacher": teacher.key, "data": data.fingerprint(*SPLITS), "max_length": cfg.max_length,
+        return {"teacher": teacher.key, "data": data.fingerprint(*data.splits), "max_length": cfg.max_length,
                 "layer": hidden_layer, "apart": hidden_apart, "dtype": "float16", "shard_size": cfg.shard_size,
                 "layout": LAYOUT_VERSION}
 
@@ -100,8 +100,7 @@ def write_targets(out: Path, task: Task, prepared: dict[str, PreparedSplit], lay
     passes = 3 if apart else 1  # the joined pair for the logits, then each sentence alone
     teacher = None
     with progress_bar() as progress:
-        for split in SPLITS:
-            examples = prepared[split]
+        for split, examples in prepared.items():  # the four splits and any extra test split
             bounds = [(start, min(start + shard_size, len(examples))) for start in range(0, len(examples), shard_size)]
             layout["splits"][split] = {"examples": len(examples),
                                        "shards": [{"file": shard_name(split, i), "start": s, "end": e}

@@ -35,6 +35,7 @@ def teacher_spec(cfg: TeacherConfig, data: TaskData, seed: int) -> dict:
         "seed": seed,
         "max_length": cfg.max_length,
         "finetune": dict(cfg.finetune),
+        "selected_on": data.task.metric,  # the dataset's metric picks the best dev epoch
     }
 
 
