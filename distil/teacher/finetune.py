@@ -232,11 +232,13 @@ def _train_once(model, task: Task, prepared: dict[str, PreparedSplit], pad_id: i
     return {
         "selection": result.best_dev,
         "lr": lr,
-        "best_epoch": result.best_epoch,
+        "best_epoch": result.best_epoch,  # counts dev evaluations, as patience does
+        "best_step": budget.steps_run(result.best_epoch),
         "epochs_run": math.ceil(budget.steps_run(result.epochs_run) / budget.steps_per_pass),  # passes
         "steps": budget.steps_run(result.epochs_run),
         "seconds": round(result.seconds, 1),
-        "history": [{**h, "dev": float(h["dev"]), "dev_loss": h["dev"].loss} for h in result.history],
+        "history": [{**h, "step": budget.steps_run(h["epoch"]), "dev": float(h["dev"]), "dev_loss": h["dev"].loss}
+                    for h in result.history],
     }
 
 
