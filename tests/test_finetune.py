@@ -94,18 +94,16 @@ def test_selection_prefers_the_metric_then_the_lower_dev_loss():
     assert chosen(0.0, 5.0) > float("-inf")
 
 
-def constant_teacher(predict):
+def constant_teacher(predict, names):
     """A stand-in for the fine-tuned teacher's dev logits: one-hot on predict(gold labels)."""
+    def one_hot(labels):
+        return torch.nn.functional.one_hot(torch.as_tensor(predict(labels), dtype=torch.long), len(names) + 1).float()
+
     def logits(model, task, split, pad_id, batch_size):
-        classes = task.num_outputs(finetune_names[0])
         if task.per_token:
-            return [torch.nn.functional.one_hot(torch.as_tensor(predict(np.asarray(split.labels[i])), dtype=torch.long), classes).float()
-                    for i in range(len(split))]
-        return torch.nn.functional.one_hot(torch.as_tensor(predict(split.labels.numpy()), dtype=torch.long), classes).float()
+            return [one_hot(np.asarray(split.labels[i]))[:, :task.num_outputs(names)] for i in range(len(split))]
+        return one_hot(split.labels.numpy())[:, :task.num_outputs(names)]
     return logits
-
-
-finetune_names: list = [None]
 
 
 def always_first_class(labels):
@@ -122,8 +120,8 @@ def test_warning_for_a_teacher_no_better_than_the_majority_baseline(smoke_cfg, m
                                                                     predict, warns):
     # toy: class 0 ('negative') is the dev majority; toy-ner: tag 0 is 'O'
     cfg = smoke_cfg(f"dataset={dataset}", "teacher.finetune.epochs=1")
-    finetune_names[0] = list(cfg.dataset.labels) if cfg.dataset.labels else ["negative", "positive"]
-    monkeypatch.setattr(finetune, "teacher_split_logits", constant_teacher(predict))
+    names = list(cfg.dataset.labels) if cfg.dataset.labels else ["negative", "positive"]
+    monkeypatch.setattr(finetune, "teacher_split_logits", constant_teacher(predict, names))
     with caplog.at_level(logging.WARNING):
         teacher, _ = fine_tune(cfg)
     warning = teacher.info.get("warning")
@@ -136,8 +134,8 @@ def test_warning_for_a_teacher_no_better_than_the_majority_baseline(smoke_cfg, m
 
 
 def test_warning_reaches_metrics_json_and_the_log(tmp_path, monkeypatch, capsys):
-    finetune_names[0] = ["O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC"]
-    monkeypatch.setattr(finetune, "teacher_split_logits", constant_teacher(always_first_class))
+    names = ["O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC"]
+    monkeypatch.setattr(finetune, "teacher_split_logits", constant_teacher(always_first_class, names))
     code, _, err = distil_in_process(["debug=smoke", "dataset=toy-ner", "student=bilstm-tagger",
                                       "trainer.epochs=1", "teacher.finetune.epochs=1"], tmp_path, monkeypatch, capsys)
     assert code == 0, err
