@@ -30,9 +30,19 @@ class FineTuneConfig:
     lr: float = 5e-5
     batch_size: int = 16
     epochs: int = 3
-    patience: int = 1  # epochs without dev improvement before stopping
+    patience: int = 1  # dev evaluations without improvement (metric up, or flat with dev loss down) before stopping
     weight_decay: float = 0.01
-    warmup_fraction: float = 0.1
+    warmup_fraction: float = 0.1  # linear warm-up over this share of all steps, then linear decay to 0
+    # The step budget (BERT practice; see distil/conf/teacher/finetune/bert.yaml): train `epochs`
+    # passes over the labeled set, raised to at least `min_steps` optimiser steps however small
+    # the set, and cut at `max_steps` (None: no cap). Early stopping never ends it before min_steps.
+    min_steps: int = 0
+    max_steps: int | None = None
+    # Evaluate on dev after the first pass that ends at least this many steps after the last
+    # evaluation (0: after every pass); patience counts evaluations.
+    eval_every_steps: int = 0
+    # Tang et al.: fine-tune once per learning rate and keep the best on dev (None: `lr` alone)
+    lr_grid: list[float] | None = None
 
 
 @dataclass
