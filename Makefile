@@ -36,6 +36,7 @@ schedules-xd:  ## XtremeDistil's strategies D0-D4.2 on SST-2 (low resource) -> o
 
 schedules-mukherjee:  ## Mukherjee & Awadallah's and Tang's schedules on SST-2, 5k transfer (CPU budget) -> one table
 	distil -m schedule=hard,soft,joint,rl-llce,rlll-ce,bilstm-soft $(SST2_LOW) transfer_size=5k hydra.sweep.dir=outputs/multirun/schedules-mukherjee
+	distil -m schedule=bilstm-soft student=tang $(SST2_LOW) transfer_size=5k hydra.sweep.dir=outputs/multirun/schedules-mukherjee/tang
 	distil-report outputs/multirun/schedules-mukherjee
 
 students-bbc:  ## the other students on the default BBC News run (README, Students)
