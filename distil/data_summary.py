@@ -52,6 +52,7 @@ def overview(data: TaskData, name: str) -> pd.DataFrame:
         counts = Counter(data.splits["labeled"]["label"][:])
         row["labeled/class"] = min(counts.values()) if len(set(counts.values())) == 1 else "varies"
     row.update({"transfer (unlabeled)": sizes["transfer"], "dev": sizes["dev"], "test": sizes["test"],
+                **{split: sizes[split] for split in data.extra_tests},  # e.g. MNLI's test_mismatched
                 "#W (labeled)": round(average_words(data, "labeled"), 1)})
     return pd.DataFrame([row])
 
@@ -59,7 +60,7 @@ def overview(data: TaskData, name: str) -> pd.DataFrame:
 def label_distribution(data: TaskData) -> pd.DataFrame:
     """Examples per class, entity spans per type, or score statistics: as the task describes its labels."""
     table = {split: data.task.label_summary(data.splits[split], data.label_names)
-             for split in ("labeled", "dev", "test")}
+             for split in ("labeled", "dev", "test", *data.extra_tests)}
     frame = pd.DataFrame(table).fillna(0)
     frame.index.name = data.task.label_summary_title
     return frame.astype(int).sort_index() if (frame % 1 == 0).all().all() else frame.round(3)
