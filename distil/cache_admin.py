@@ -285,6 +285,8 @@ def what_it_is(described: dict) -> str:
     if "layers" in described:
         layers = described["layers"]
         parts.append(f"layers {', '.join(map(str, layers))}" if layers else "logits only")
+    if described.get("hidden"):
+        parts.append(str(described["hidden"]))  # e.g. "each sentence of a pair alone"
     examples = described.get("examples")
     if isinstance(examples, dict) and all(isinstance(n, int) for n in examples.values()):
         parts.append(f"{sum(examples.values()):,} examples")

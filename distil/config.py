@@ -53,8 +53,9 @@ class TeacherConfig:
     name_or_path: str = MISSING
     description: str = ""
     # Hidden layer the representation losses compare with (-1 = last; XtremeDistil Table 13
-    # sweeps it). Cached only when the schedule has a representation loss: its [CLS] vector
-    # for sequence tasks, every wordpiece for tagging.
+    # sweeps it; 0 = the embeddings): its [CLS] vector for sequence tasks (for a pair whose
+    # student reads the sentences apart, the [CLS] of each sentence run alone), each word's
+    # first wordpiece for tagging. See cache_layer for when it is cached.
     layer: int = -1
     max_length: int = 128
     eval_batch_size: int = 64

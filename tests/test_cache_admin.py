@@ -386,3 +386,11 @@ def test_console_scripts_on_a_real_cache(tmp_path):
     damaged = run(distil_cache, "verify")
     assert damaged.returncode == 1
     assert f"checksum mismatch in {shard.name} {HINT}" in damaged.stdout
+
+
+def test_cache_list_says_a_pair_was_cached_apart():
+    from distil.cache_admin import what_it_is
+
+    described = {"teacher": "tiny", "dataset": "toy-pair", "task": "pair", "layers": [-1],
+                 "hidden": "each sentence of a pair alone", "examples": {"dev": 4, "test": 6}}
+    assert what_it_is(described) == "teacher tiny, toy-pair, pair, layers -1, each sentence of a pair alone, 10 examples"
