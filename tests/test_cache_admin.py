@@ -393,4 +393,5 @@ def test_cache_list_says_a_pair_was_cached_apart():
 
     described = {"teacher": "tiny", "dataset": "toy-pair", "task": "pair", "layers": [-1],
                  "hidden": "each sentence of a pair alone", "examples": {"dev": 4, "test": 6}}
-    assert what_it_is(described) == "teacher tiny, toy-pair, pair, layers -1, each sentence of a pair alone, 10 examples"
+    assert what_it_is(described) == ("teacher tiny, toy-pair, pair, layers -1, each sentence of a pair alone, "
+                                     "10 examples")
