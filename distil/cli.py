@@ -13,9 +13,11 @@ from omegaconf import DictConfig
 
 from distil.config import register_configs
 from distil.errors import DistilError
+from distil.run_dir import register_run_dir_resolver
 
 CONF_DIR = Path(__file__).resolve().parent / "conf"  # inside the package: wheel installs work
 register_configs()
+register_run_dir_resolver()
 
 # Cells of a sweep that failed: the sweep goes on, and `main` exits non-zero at the end.
 _failed_runs: list[str] = []
@@ -26,11 +28,14 @@ def _run(cfg: DictConfig) -> float | None:
     from distil import pipeline  # heavy imports (torch, transformers) only when running
     from distil.display import print_run
     from distil.overrides import replace_files_map
+    from distil.sweep import dev_score, skip_finished_cell
 
     hydra_cfg = HydraConfig.get()
     run_dir = Path(hydra_cfg.runtime.output_dir)
     overrides = list(hydra_cfg.overrides.task)
     replace_files_map(cfg, overrides)
+    if (finished := skip_finished_cell(run_dir, overrides)) is not None:  # a re-run sweep's done cell
+        return dev_score(finished)
     choices = {group: hydra_cfg.runtime.choices.get(group)
                for group in ("teacher", "student", "schedule", "dataset", "transfer_size")}
     # The user's name, not the borrowed option (`dataset=mrpc dataset.name=rte` is rte).
