@@ -28,13 +28,11 @@ from datetime import datetime
 from pathlib import Path
 
 from distil.errors import DistilError
-from distil.store import MANIFEST, file_problem
+from distil.store import BUILD_DIR, MANIFEST, file_problem, process_alive
 
 PROG = "distil-cache"
 NOT_KINDS = {"tmp", "locks"}  # every other directory under the root holds one kind of artifact
 KEY = re.compile(r"^(?P<name>.+)-[0-9a-f]{16}$")
-# Build directories are `<key>`; older code named them `<key>.<pid>` and took no lock.
-BUILD_DIR = re.compile(r"^(?P<key>.+-[0-9a-f]{16})(?:\.(?P<pid>\d+))?$")
 KIND_ORDER = {"teachers": 0, "targets": 1}  # what is built first is listed first; other kinds follow
 REBUILD_HINT = "the next run that needs it rebuilds it; or: distil cache prune --damaged"
 DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
@@ -182,16 +180,6 @@ def newest_mtime(path: Path) -> float:
         except OSError:
             pass
     return max(times)
-
-
-def process_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # someone else's process: alive
-        return True
-    return True
 
 
 # ----------------------------------------------------------------------------- build locks

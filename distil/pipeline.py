@@ -110,6 +110,7 @@ def run(cfg: Config, run_dir: Path, choices: dict, overrides: list[str]) -> dict
     data, prepared = prepare_data(cfg, task)
     log.info("data %s (%s): %s", data.name, task.name, data.summary())
     store = ArtifactStore(cfg.paths.cache)
+    store.remove_stale_builds()  # what killed runs left and no build will resume
     teacher = ensure_teacher(cfg.teacher, task, data, prepared, store, cfg.seed, cfg.hub_offline)
     model, tokenizer = load_finetuned(teacher.path, task)
     targets = ensure_targets(cfg.teacher, teacher, task, data, prepared, store, cached_layer,

@@ -13,6 +13,18 @@ directory survives an interrupted build, so the next run resumes it (the
 builder decides what in it is complete). An artifact whose files disagree with its
 manifest is reported in one line; its intact files go back to the build directory and
 only what is missing is rebuilt.
+
+What a killed run (kill -9, SIGTERM, a crash) leaves in `<root>/tmp/`, per kind of directory;
+every run removes at start (`remove_stale_builds`) what nothing would ever read again:
+- `<key>/` of a teacher (fine-tuning checkpoint, finished learning rates) or of targets
+  (finished shards; a `.partial` file is overwritten): kept, the next build of `<key>` resumes
+  it. `distil cache prune --stale` deletes such directories on request.
+- `<key>/` whose lock is free while `<kind>/<key>/` is complete and intact: removed, no build
+  of `<key>` runs again, so nothing resumes it.
+- `<key>.<pid>/`, as versions before the lock named builds: removed once process <pid> is
+  gone; this version never reads them.
+A directory whose lock another run holds is never touched, nor is anything in tmp/ that is
+not named like a build.
 """
 
 from __future__ import annotations
@@ -22,6 +34,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import shutil
 import time
 from collections.abc import Callable, Iterator
@@ -36,6 +49,8 @@ log = logging.getLogger(__name__)
 
 FORMAT_VERSION = 1
 MANIFEST = "manifest.json"
+# A build directory's name: `<key>`, or `<key>.<pid>` as older versions named them (without a lock).
+BUILD_DIR = re.compile(r"^(?P<key>.+-[0-9a-f]{16})(?:\.(?P<pid>\d+))?$")
 
 
 def spec_hash(spec: dict[str, Any]) -> str:
@@ -160,15 +175,64 @@ class ArtifactStore:
 
     @contextmanager
     def lock(self, key: str) -> Iterator[None]:
-        """Exclusive, across processes, for one key; released if the process dies."""
+        """Exclusive, across processes, for one key; released if the process dies. The holder
+        writes its pid into the lock file, so a waiting run can say whom it waits for."""
+        with self._lock_path(key).open("a+") as handle:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = lock_holder(handle)
+                log.info("waiting for another run%s to build %s", f" (process {holder})" if holder else "", key)
+                fcntl.flock(handle, fcntl.LOCK_EX)
+            handle.truncate(0)  # "a+" appends: the file holds our pid alone
+            handle.write(str(os.getpid()))
+            handle.flush()
+            try:
+                yield
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
+
+    def remove_stale_builds(self) -> None:
+        """Delete the build directories in tmp/ that no build will ever read (see the module
+        docstring); a killed build that the next run of its key resumes stays."""
+        tmp = self.root / "tmp"
+        for path in sorted(tmp.iterdir()) if tmp.is_dir() else []:
+            match = BUILD_DIR.match(path.name)
+            if not path.is_dir() or not match:
+                continue  # not a build directory of ours
+            if match["pid"]:  # old-style, lock-free name: its process is the only sign of life
+                pid = int(match["pid"])
+                if not process_alive(pid):
+                    self._remove_build(path, f"its run (process {pid}) is gone and this version cannot resume it")
+                continue
+            with self.try_lock(match["key"]) as ours:  # held: a run is building (or reading) it
+                complete = self._complete_artifact(match["key"]) if ours else None
+                if complete is not None:
+                    self._remove_build(path, f"{complete} is complete")
+
+    def _complete_artifact(self, key: str) -> str | None:
+        """`<kind>/<key>` if an intact artifact of `key` exists: its build directory is then never read."""
+        for final in self.root.glob(f"*/{key}"):
+            if final.parent.name not in ("tmp", "locks") and final.is_dir() and self.verify(final) is None:
+                return f"{final.parent.name}/{key}"
+        return None
+
+    @staticmethod
+    def _remove_build(path: Path, why: str) -> None:
+        shutil.rmtree(path, ignore_errors=True)
+        log.info("removed stale build directory %s: %s", path, why)
+
+    @contextmanager
+    def try_lock(self, key: str) -> Iterator[bool]:
+        """True while we hold `key`'s exclusive lock, False if another run holds it (no waiting)."""
         with self._lock_path(key).open("a") as handle:
             try:
                 fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
-                log.info("another run is building %s; waiting for it", key)
-                fcntl.flock(handle, fcntl.LOCK_EX)
+                yield False
+                return
             try:
-                yield
+                yield True
             finally:
                 fcntl.flock(handle, fcntl.LOCK_UN)
 
@@ -209,6 +273,23 @@ class ArtifactStore:
         except (json.JSONDecodeError, KeyError):
             return "unreadable manifest"
         return next((problem for rel, meta in files.items() if (problem := file_problem(path, rel, meta))), None)
+
+
+def lock_holder(handle) -> int | None:
+    """The pid the last exclusive holder wrote into a lock file, if that process still runs."""
+    handle.seek(0)
+    text = handle.read().strip()
+    return int(text) if text.isdigit() and int(text) != os.getpid() and process_alive(int(text)) else None
+
+
+def process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process: alive
+        return True
+    return True
 
 
 def file_problem(artifact: Path, rel: str, meta: dict) -> str | None:

@@ -75,9 +75,12 @@ def test_bad_input_during_a_build_leaves_nothing_behind(tmp_path):
     assert [p for p in tmp_path.rglob("*") if p.is_file() and p.suffix != ".lock"] == []
 
 
-def test_a_second_process_waits_for_the_build_and_reuses_it(tmp_path):
+def test_a_second_process_waits_for_the_build_and_reuses_it(tmp_path, caplog):
     """Two runs on an empty cache: one builds, the other waits on the lock and reuses."""
+    import logging
     import multiprocessing
+
+    caplog.set_level(logging.INFO, logger="distil.store")
 
     context = multiprocessing.get_context("fork")
     started = context.Event()
@@ -95,6 +98,7 @@ def test_a_second_process_waits_for_the_build_and_reuses_it(tmp_path):
     second = ArtifactStore(tmp_path).get_or_build("things", "x", {"s": 1}, lambda out: pytest.fail("built twice"))
     first.join(30)
     assert first.exitcode == 0 and second.reused and second.info == {"by": "first"}
+    assert f"waiting for another run (process {first.pid}) to build {second.key}" in caplog.text
 
 
 def test_a_run_holds_a_read_lock_on_what_it_uses(tmp_path):
@@ -119,3 +123,45 @@ def test_a_run_holds_a_read_lock_on_what_it_uses(tmp_path):
     reader = ArtifactStore(tmp_path)
     assert reader.get_or_build("things", "x", {"seed": 1}, writer([])).reused
     assert state(art.key) == "held"
+
+
+def dead_pid() -> int:
+    import subprocess
+    import sys
+
+    process = subprocess.Popen([sys.executable, "-c", "pass"])
+    process.wait()
+    return process.pid  # reaped: no process has it (pids are not reused this quickly)
+
+
+def test_a_run_removes_build_directories_nobody_can_resume(tmp_path, caplog):
+    """Killed builds stay when the next build of their key resumes them; what no build would
+    ever read again goes: an old-style `<key>.<pid>` directory of a dead process, and the
+    build directory of a key whose artifact is complete."""
+    import fcntl
+    import logging
+    import os
+
+    store = ArtifactStore(tmp_path)
+    done = store.get_or_build("things", "x", {"seed": 1}, writer([]))
+    release_read_locks()
+    tmp = tmp_path / "tmp"
+    names = {"superseded": done.key, "resumable": "x-1111111111111111", "building": "x-2222222222222222",
+             "dead": f"x-3333333333333333.{dead_pid()}", "alive": f"x-4444444444444444.{os.getpid()}",
+             "not ours": "notes"}
+    for name in names.values():
+        (tmp / name).mkdir(parents=True)
+        (tmp / name / "finetune-checkpoint.pt").write_bytes(b"state")
+    (tmp_path / "things" / "x-2222222222222222").mkdir()  # a damaged artifact another run is rebuilding
+    held = (tmp_path / "locks" / "x-2222222222222222.lock").open("a")
+    fcntl.flock(held, fcntl.LOCK_EX)
+    with caplog.at_level(logging.INFO, logger="distil.store"):
+        store.remove_stale_builds()
+    held.close()
+    assert sorted(p.name for p in tmp.iterdir()) == sorted([names["resumable"], names["building"], names["alive"],
+                                                            names["not ours"]])
+    assert [r.getMessage() for r in caplog.records] == [
+        f"removed stale build directory {tmp / names['dead']}: its run (process {names['dead'].split('.')[1]}) "
+        f"is gone and this version cannot resume it",
+        f"removed stale build directory {tmp / names['superseded']}: things/{done.key} is complete",
+    ]
