@@ -58,3 +58,18 @@ def test_two_runs_started_together_on_an_empty_cache_build_once(tmp_path):
     cache = tmp_path / "outputs" / "cache"
     assert sorted(p.name for p in (cache / "teachers").iterdir()) == [artifacts[0]["teacher"]]
     assert list((cache / "tmp").iterdir()) == []
+
+
+def test_a_run_removes_what_killed_runs_left_that_nothing_resumes(tmp_path, monkeypatch, capsys):
+    from tests.test_store import dead_pid
+
+    tmp = tmp_path / "outputs" / "cache" / "tmp"
+    old_style = tmp / f"tiny-0123456789abcdef.{dead_pid()}"  # versions before the lock named builds so
+    resumable = tmp / "tiny-fedcba9876543210"
+    for build in (old_style, resumable):
+        build.mkdir(parents=True)
+        (build / "finetune-checkpoint.pt").write_bytes(b"state")
+    code, out, err = distil_in_process(["debug=smoke"], tmp_path, monkeypatch, capsys)
+    assert code == 0, err
+    assert sorted(p.name for p in tmp.iterdir()) == [resumable.name]
+    assert f"removed stale build directory {old_style.relative_to(tmp_path)}: its run (process {old_style.suffix[1:]}) is gone" in out
