@@ -76,6 +76,7 @@ class Build:
     size: int
     modified: float
     running: bool
+    resumable: bool  # False: an old-style `<key>.<pid>`, or its artifact is complete (store.remove_stale_builds)
 
     @property
     def label(self) -> str:
@@ -167,7 +168,8 @@ def find_builds(root: Path) -> list[Build]:
         key = match["key"] if match else path.name
         # An old-style `<key>.<pid>` directory has no lock: its process being alive is the sign.
         running = lock_is_held(root, key) or bool(match and match["pid"] and process_alive(int(match["pid"])))
-        builds.append(Build(key, path, disk_size(path), newest_mtime(path), running))
+        resumable = bool(match and not match["pid"]) and not any(root.glob(f"*/{key}/{MANIFEST}"))
+        builds.append(Build(key, path, disk_size(path), newest_mtime(path), running, resumable))
     return builds
 
 
@@ -367,7 +369,7 @@ def cache_as_json(root: Path, artifacts: list[Artifact], builds: list[Build],
         rows.append(row)
     return {"cache": str(root), "artifacts": rows,
             "builds": [{"key": b.key, "path": str(b.path), "bytes": b.size, "modified": iso(b.modified),
-                        "state": "running" if b.running else "stale"} for b in builds],
+                        "state": "running" if b.running else "stale", "resumable": b.resumable} for b in builds],
             "total_bytes": sum(a.size for a in artifacts) + sum(b.size for b in builds)}
 
 
@@ -382,13 +384,19 @@ def print_cache(root: Path, artifacts: list[Artifact], builds: list[Build],
         rows.append(row)
     show_table(f"cache {root}", headers, rows, right={3}, total=totals(artifacts))
     if builds:
-        build_rows = [[b.key, "running (lock held)" if b.running
-                       else "stale: the next run resumes it, or prune --stale", human_size(b.size),
-                       when(b.modified, now)] for b in builds]
+        build_rows = [[b.key, build_state(b), human_size(b.size), when(b.modified, now)] for b in builds]
         print()
         build_total = f"{len(builds)} build(s) in {root / 'tmp'}, {human_size(sum(b.size for b in builds))}"
         show_table(f"builds in {root / 'tmp'}", ["key", "state", "size", "last written"], build_rows,
                    right={2}, total=build_total)
+
+
+def build_state(build: Build) -> str:
+    if build.running:
+        return "running (lock held)"
+    if build.resumable:
+        return "stale: the next run resumes it, or prune --stale"
+    return "stale: nothing resumes it, the next run removes it, or prune --stale"
 
 
 def totals(artifacts: list[Artifact]) -> str:

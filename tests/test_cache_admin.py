@@ -128,6 +128,22 @@ def test_list_shows_running_and_stale_builds(cache, capsys):
     assert builds == {"bert-1111111111111111": "running", "bert-2222222222222222": "stale"}
 
 
+def test_list_says_which_stale_builds_nothing_resumes(cache, capsys):
+    from tests.test_store import dead_pid
+
+    make_build(cache, "bert-2222222222222222")  # a killed build: resumable
+    make_build(cache, TEACHER)  # its artifact is complete: no build of it runs again
+    make_build(cache, f"bert-3333333333333333.{dead_pid()}")  # an old version's build
+    code, out, _ = cli(cache, capsys, "list")
+    states = {line.split()[0]: " ".join(line.split()[1:]) for line in out.splitlines() if "stale" in line}
+    resumable = {row["key"]: row["resumable"] for row in json.loads(cli(cache, capsys, "list", "--json")[1])["builds"]}
+    assert code == 0
+    assert states["bert-2222222222222222"].startswith("stale: the next run resumes it, or prune --stale")
+    assert states[TEACHER].startswith("stale: nothing resumes it, the next run removes it, or prune --stale")
+    assert states["bert-3333333333333333"].startswith("stale: nothing resumes it, the next run removes it")
+    assert resumable == {"bert-2222222222222222": True, TEACHER: False, "bert-3333333333333333": False}
+
+
 def test_list_verify_marks_damage_and_exits_1(cache, capsys):
     (cache / "targets" / TARGETS / "dev-00001.safetensors").write_bytes(b"d" * 10)
     code, out, _ = cli(cache, capsys, "list", "--verify")
