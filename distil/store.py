@@ -130,8 +130,8 @@ class ArtifactStore:
         `build` may find files of an earlier interrupted build in `build_dir` and keep them."""
         key = self.key(name, spec)
         final = self.root / kind / key
-        if final.exists() and self.verify(final) is None:
-            return self._reuse(final)
+        if final.exists() and self.verify(final) is None and (reused := self._reuse(final)) is not None:
+            return reused
         self._release_shared(key)  # our own read lock would block the rebuild
         with self.lock(key):
             problem = self.verify(final) if final.exists() else None
@@ -144,7 +144,8 @@ class ArtifactStore:
         # Read locks are taken outside the exclusive one: a process holding both (on two open
         # files) would wait for itself.
         if built_meanwhile:
-            return self._reuse(final)
+            # None: pruned between the build we waited for and our read lock; build it again
+            return self._reuse(final) or self.get_or_build(kind, name, spec, build, describe)
         self._hold_shared(key)
         return Artifact(key, final, False, info)
 
@@ -236,10 +237,15 @@ class ArtifactStore:
             finally:
                 fcntl.flock(handle, fcntl.LOCK_UN)
 
-    def _reuse(self, final: Path) -> Artifact:
+    def _reuse(self, final: Path) -> Artifact | None:
+        """The artifact, read-locked; None if `distil cache prune` deleted it while we waited for the lock."""
         self._hold_shared(final.name)
         manifest_path = final / MANIFEST
-        manifest = json.loads(manifest_path.read_text())
+        try:
+            manifest = json.loads(manifest_path.read_text())
+        except FileNotFoundError:
+            self._release_shared(final.name)
+            return None
         os.utime(manifest_path)  # last used: `distil cache prune --older-than` reads it
         return Artifact(manifest["key"], final, True, manifest.get("info", {}))
 

@@ -165,3 +165,29 @@ def test_a_run_removes_build_directories_nobody_can_resume(tmp_path, caplog):
         f"is gone and this version cannot resume it",
         f"removed stale build directory {tmp / names['superseded']}: things/{done.key} is complete",
     ]
+
+
+def test_an_artifact_pruned_while_a_run_waits_for_its_read_lock_is_built_again(tmp_path, monkeypatch):
+    """`distil cache prune` holds the exclusive lock while it deletes: a run that found the
+    artifact intact just before waits for its read lock, then finds it gone, and builds it."""
+    import shutil
+
+    store = ArtifactStore(tmp_path)
+    first = store.get_or_build("things", "x", {"seed": 1}, writer([]))
+    release_read_locks()
+    hold_shared = ArtifactStore._hold_shared
+
+    pruned = []
+
+    def pruned_meanwhile(self, key):
+        if not pruned:  # what the prune did while we waited, once
+            shutil.rmtree(tmp_path / "things" / key)
+            pruned.append(key)
+        hold_shared(self, key)
+
+    monkeypatch.setattr(ArtifactStore, "_hold_shared", pruned_meanwhile)
+    calls = []
+    again = store.get_or_build("things", "x", {"seed": 1}, writer(calls))
+    assert (again.key, again.reused, len(calls)) == (first.key, False, 1)
+    assert ArtifactStore.verify(again.path) is None
+    release_read_locks()
