@@ -10,29 +10,38 @@ from tests.test_cli import distil_in_process
 FINISHED = {"status": "ok", "metric": "accuracy", "student": {"dev": {"accuracy": 0.5}}}
 
 
-def write_cell(sweep_dir, cell: str, metrics: dict) -> None:
-    (sweep_dir / cell).mkdir(parents=True)
-    (sweep_dir / cell / "metrics.json").write_text(json.dumps(metrics))
+def test_a_rerun_sweep_skips_finished_cells_and_reruns_crashed_and_missing_ones(tmp_path, monkeypatch, capsys):
+    from distil import pipeline
+    from distil.report import collect
 
-
-def test_a_rerun_sweep_skips_finished_cells_and_reruns_failed_and_missing_ones(tmp_path, monkeypatch, capsys):
     sweep_dir = tmp_path / "sweep"
-    # cell 0 finished before the sweep was interrupted; cell 1 crashed; cell 2 never started
-    write_cell(sweep_dir, "0", {**FINISHED, "overrides": ["debug=smoke", "schedule=hard"]})
-    write_cell(sweep_dir, "1", {"status": "failed: unexpected RuntimeError: boom", "overrides": ["debug=smoke", "schedule=d0"]})
+    real_run = pipeline.run
+
+    def crash_on_d0(cfg, *args):
+        if cfg.schedule.name == "d0":
+            raise RuntimeError("boom")  # not a DistilError: a bug, an out-of-memory, ...
+        return real_run(cfg, *args)
+
+    monkeypatch.setattr(pipeline, "run", crash_on_d0)
+    code, _, _ = distil_in_process(["-m", "debug=smoke", "schedule=hard,d0", f"hydra.sweep.dir={sweep_dir}"],
+                                   tmp_path, monkeypatch, capsys)
+    assert code != 0
+    assert collect(sweep_dir)["status"].str.startswith("failed: ").tolist() == [False, True]  # the crash is a row
     finished = sweep_dir / "0" / "metrics.json"
     os.utime(finished, (1_000_000_000, 1_000_000_000))
     before = finished.read_text()
 
+    monkeypatch.setattr(pipeline, "run", real_run)
+    # re-run, grown by a cell the interrupted sweep never started
     code, out, err = distil_in_process(["-m", "debug=smoke", "schedule=hard,d0,d1", f"hydra.sweep.dir={sweep_dir}"],
                                        tmp_path, monkeypatch, capsys)
     assert code == 0, err
     assert finished.read_text() == before and finished.stat().st_mtime == 1_000_000_000  # not run again
     assert "cell 0 already done; skipping" in out + err
     assert "cell 1 already done" not in out + err and "cell 2 already done" not in out + err
-    statuses = {cell: json.loads((sweep_dir / cell / "metrics.json").read_text())["status"] for cell in "012"}
-    assert statuses == {"0": "ok", "1": "ok", "2": "ok"}
-    assert json.loads((sweep_dir / "2" / "metrics.json").read_text())["choices"]["schedule"] == "d1"
+    cells = {cell: json.loads((sweep_dir / cell / "metrics.json").read_text()) for cell in "012"}
+    assert {cell: (m["status"], m["choices"]["schedule"]) for cell, m in cells.items()} == {
+        "0": ("ok", "hard"), "1": ("ok", "d0"), "2": ("ok", "d1")}
 
 
 def test_a_cell_counts_as_finished_only_with_status_ok_and_the_same_overrides(tmp_path):
