@@ -72,4 +72,5 @@ def test_a_run_removes_what_killed_runs_left_that_nothing_resumes(tmp_path, monk
     code, out, err = distil_in_process(["debug=smoke"], tmp_path, monkeypatch, capsys)
     assert code == 0, err
     assert sorted(p.name for p in tmp.iterdir()) == [resumable.name]
-    assert f"removed stale build directory {old_style.relative_to(tmp_path)}: its run (process {old_style.suffix[1:]}) is gone" in out
+    removed = f"removed stale build directory {old_style.relative_to(tmp_path)}"
+    assert f"{removed}: its run (process {old_style.suffix[1:]}) is gone" in out

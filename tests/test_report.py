@@ -22,7 +22,7 @@ def hydra_dir(cell, schedule: str) -> None:
 @pytest.fixture
 def sweep(tmp_path):
     cells = {name: tmp_path / name for name in ("0", "1", "2", "3")}
-    for name, schedule in zip(cells, ("d1", "d2", "d3", "hard")):
+    for name, schedule in zip(cells, ("d1", "d2", "d3", "hard"), strict=True):
         hydra_dir(cells[name], schedule)
     (cells["0"] / "metrics.json").write_text(json.dumps({**METRICS, "overrides": ["debug=smoke", "schedule=d1"]}))
     (cells["1"] / "metrics.json").write_text(json.dumps(
@@ -57,4 +57,5 @@ def test_report_summary_when_every_cell_is_ok(tmp_path, capsys):
     (tmp_path / "0").mkdir()
     (tmp_path / "0" / "metrics.json").write_text(json.dumps(METRICS))
     main([str(tmp_path)])
-    assert capsys.readouterr().out.strip().splitlines()[-1] == f"0 of 1 cells failed; wrote {tmp_path / 'table.md'} and {tmp_path / 'table.csv'}"
+    last_line = capsys.readouterr().out.strip().splitlines()[-1]
+    assert last_line == f"0 of 1 cells failed; wrote {tmp_path / 'table.md'} and {tmp_path / 'table.csv'}"

@@ -53,5 +53,6 @@ def test_a_cell_counts_as_finished_only_with_status_ok_and_the_same_overrides(tm
     (cell / "metrics.json").write_text(json.dumps({**FINISHED, "overrides": ["seed=2", "schedule=d1"]}))
     assert finished_metrics(cell, ["schedule=d1", "seed=2"])["status"] == "ok"  # order does not matter
     assert finished_metrics(cell, ["schedule=d1", "seed=3"]) is None  # the sweep changed: run again
-    (cell / "metrics.json").write_text(json.dumps({"status": "failed: dataset 'toy' ...", "overrides": ["schedule=d1"]}))
+    failed = {"status": "failed: dataset 'toy' ...", "overrides": ["schedule=d1"]}
+    (cell / "metrics.json").write_text(json.dumps(failed))
     assert finished_metrics(cell, ["schedule=d1"]) is None
