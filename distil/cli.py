@@ -12,8 +12,10 @@ from pathlib import Path
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
+from hydra.errors import HydraException
 from hydra.types import RunMode
 from omegaconf import DictConfig
+from omegaconf.errors import OmegaConfBaseException
 
 from distil.config import register_configs
 from distil.errors import DistilError
@@ -121,8 +123,17 @@ def main() -> None:
     """`distil`: every ending is one line on the terminal, never a traceback."""
     in_main_thread = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _raise_terminated) if in_main_thread else None
+    full_error = "HYDRA_FULL_ERROR" in os.environ  # the user asked for Hydra's own report
+    os.environ["HYDRA_FULL_ERROR"] = "1"  # Hydra re-raises its errors, and they are written as one line here
+    raise_exceptions, logging.raiseExceptions = logging.raiseExceptions, False  # a log line to a closed pipe is dropped
     try:
         _main()
+    except (HydraException, OmegaConfBaseException) as error:  # a value Hydra cannot compose or merge
+        if full_error:
+            raise
+        print(f"distil: error: {hydra_message(error)}; fix that override (distil --cfg job shows the composed "
+              f"config)", file=sys.stderr)
+        sys.exit(2)
     except (KeyboardInterrupt, Terminated) as interrupt:
         print(INTERRUPTED, file=sys.stderr)
         sys.exit(143 if isinstance(interrupt, Terminated) else 130)
@@ -130,8 +141,19 @@ def main() -> None:
         silence_stdout()
         sys.exit(141)
     finally:
+        logging.raiseExceptions = raise_exceptions
+        if not full_error:
+            os.environ.pop("HYDRA_FULL_ERROR", None)
         if in_main_thread:
             signal.signal(signal.SIGTERM, previous)
+
+
+def hydra_message(error: Exception) -> str:
+    """Hydra's multi-line report (the error, then its cause's details) as one line: the unindented
+    lines of the error and of its cause, without the `full_key:` / `object_type=` detail lines."""
+    text = f"{error}\n{error.__cause__ or ''}"
+    lines = [line.strip().rstrip(".") for line in text.splitlines() if line.strip() and not line[0].isspace()]
+    return "; ".join(lines)
 
 
 def _main() -> None:

@@ -254,7 +254,7 @@ class TrainerConfig:
     labels_only_epochs: int = at_least(1, default=30)
     patience: int = at_least(1, default=3)
     grad_clip: float = at_least(0, default=5.0)  # 0: no clipping
-    threads: int = at_least(1, default=2)
+    threads: int = within(1, 256, default=2)  # more makes torch start threads until memory runs out
     speed_examples: int = at_least(0, default=256)  # examples timed for the inference-speed ratio; 0 = skip
 
 

@@ -47,7 +47,8 @@ RANGE_CASES = [
     ("trainer.labels_only_epochs=0", "trainer.labels_only_epochs=0 is out of range (allowed: >= 1); set trainer.labels_only_epochs to a value >= 1"),
     ("trainer.patience=0", "trainer.patience=0 is out of range (allowed: >= 1); set trainer.patience to a value >= 1"),
     ("trainer.grad_clip=-1", "trainer.grad_clip=-1.0 is out of range (allowed: >= 0); set trainer.grad_clip to a value >= 0"),
-    ("trainer.threads=0", "trainer.threads=0 is out of range (allowed: >= 1); set trainer.threads to a value >= 1"),
+    ("trainer.threads=0", "trainer.threads=0 is out of range (allowed: in [1, 256]); set trainer.threads to a value in [1, 256]"),
+    ("trainer.threads=1000000", "trainer.threads=1000000 is out of range (allowed: in [1, 256]); set trainer.threads to a value in [1, 256]"),
     ("trainer.speed_examples=-1", "trainer.speed_examples=-1 is out of range (allowed: >= 0); set trainer.speed_examples to a value >= 0"),
     ("seed=-1", "seed=-1 is out of range (allowed: >= 0); set seed to a value >= 0"),
     ("dataset.split.seed=-3", "dataset.split.seed=-3 is out of range (allowed: >= 0); set dataset.split.seed to a value >= 0"),
@@ -83,6 +84,19 @@ def test_a_setting_out_of_range_fails_before_any_work(tmp_path, monkeypatch, cap
     assert one_line_error([override], tmp_path, monkeypatch, capsys) == f"distil: error: {message}"
     assert cache_files(tmp_path / "outputs") == []
     assert run_metrics(tmp_path)["status"] == f"failed: {message}"
+
+
+HYDRA_CASES = [
+    ("trainer.lr=abc", "Error merging override trainer.lr=abc; Value 'abc' of type 'str' could not be converted to Float; fix that override (distil --cfg job shows the composed config)"),
+    ("seed=1.5", "Error merging override seed=1.5; Value '1.5' of type 'float' could not be converted to Integer; fix that override (distil --cfg job shows the composed config)"),
+    ("schedule.stages.0.losses={nope:1}", "Could not override 'schedule.stages.0.losses'; To append to your config use +schedule.stages.0.losses={nope:1}; Key 'nope' is not in struct; fix that override (distil --cfg job shows the composed config)"),
+]
+
+
+@pytest.mark.parametrize("override,message", HYDRA_CASES, ids=[case[0] for case in HYDRA_CASES])
+def test_a_value_hydra_cannot_merge_is_one_line(tmp_path, monkeypatch, capsys, override, message):
+    assert one_line_error([override], tmp_path, monkeypatch, capsys) == f"distil: error: {message}"
+    assert "HYDRA_FULL_ERROR" not in os.environ  # set only while Hydra runs
 
 
 RELATION_CASES = [
