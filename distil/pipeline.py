@@ -17,7 +17,7 @@ import transformers
 from omegaconf import OmegaConf
 from safetensors.torch import save_file
 
-from distil.config import Config, StudentConfig, TeacherConfig
+from distil.config import Config, StudentConfig, TeacherConfig, check_config
 from distil.data.prepared import PreparedSplit
 from distil.data.ragged import Ragged, Tokens
 from distil.data.split import TaskData, build_task_data
@@ -91,6 +91,7 @@ class StudentResult:
 
 
 def run(cfg: Config, run_dir: Path, choices: dict, overrides: list[str]) -> dict:
+    check_config(cfg)  # every numeric setting in range before anything runs
     setup_runtime(cfg)
     task = make_task(cfg.dataset)
     validate_schedule(cfg.schedule, cfg.trainer, task)

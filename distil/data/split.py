@@ -88,6 +88,10 @@ def build_task_data(
 
     run_rng = np.random.default_rng(seed)
     labeled, pool = _take_labeled(cfg, task, train, label_names, run_rng)
+    if len(labeled) == 0:
+        raise DistilError(f"dataset '{cfg.name}': no labeled training examples are left after carving dev and "
+                          f"test from train; give a larger train file or lower dataset.split.test_fraction "
+                          f"and dev_fraction")
     if transfer.source == "file":
         pool = load_unlabeled_file(cfg, data_dir)
         pool = pool.add_column("language", [""] * len(pool)).add_column(task.label_column, [NO_LABEL] * len(pool))
