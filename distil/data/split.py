@@ -137,6 +137,10 @@ def eval_overlap(evaluation: dict[str, datasets.Dataset], labeled: datasets.Data
         dropped_set = set(dropped)
         transfer = transfer.select([i for i in range(len(transfer)) if i not in dropped_set])
         log.info("dropped %d transfer examples that are also dev or test examples", len(dropped))
+    in_transfer = sum(counts["transfer"] for counts in overlap.values())
+    if in_transfer and not drop:
+        log.warning("%d dev/test examples are also in the transfer set (dataset.split.drop_eval_overlap=false)",
+                    in_transfer)
     in_labeled = {name: counts["labeled"] for name, counts in overlap.items() if counts["labeled"]}
     if in_labeled:
         log.warning("examples also in the labeled set, so scored on what the student trained on: %s",
