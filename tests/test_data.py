@@ -83,7 +83,8 @@ def test_bbc_news_folders_load():
     assert data.num_labels == 5 and len(data.splits["labeled"]) == 250
     # BBC News repeats articles: 35 training copies of dev/test texts leave the transfer set
     assert data.overlap["transfer_dropped"] == 35 and sum(data.summary().values()) == 2225 - 35
-    assert (data.overlap["dev"], data.overlap["test"]) == ({"labeled": 3, "transfer": 7}, {"labeled": 2, "transfer": 28})
+    assert data.overlap["dev"] == {"labeled": 3, "transfer": 7}
+    assert data.overlap["test"] == {"labeled": 2, "transfer": 28}
 
 
 # --- bad input: one clear error each -------------------------------------------------

@@ -12,12 +12,12 @@ import torch
 
 from distil.data.split import build_task_data
 from distil.errors import DistilError
-from distil.flags import student_warnings
+from distil.flags import data_warnings, student_warnings
 from distil.pipeline import prepare_data
 from distil.report import collect
 from distil.store import ArtifactStore
 from distil.tasks import make_task
-from distil.teacher import ensure_teacher
+from distil.teacher import cache, ensure_targets, ensure_teacher, load_finetuned
 from distil.teacher.finetune import check_finite_weights
 from tests.test_cli import distil_in_process
 
@@ -68,17 +68,40 @@ def test_non_finite_weights_are_refused():
                                 "lower teacher.finetune.lr (now 0.001)")
 
 
-def test_absurd_teacher_lr_fails_in_one_line_and_caches_no_targets(tmp_path, monkeypatch, capsys):
-    """The issue's case: teacher.finetune.lr=1e3 gave logits beyond float16, cached as inf and reused."""
+def test_absurd_teacher_lr_fails_in_one_line_and_caches_nothing(tmp_path, monkeypatch, capsys):
+    """The issue's case: teacher.finetune.lr=1e3 gave dev logits beyond float16, cached as inf and reused."""
     code, _, err = distil_in_process(["debug=smoke", "teacher.finetune.lr=1e3", "trainer.epochs=1"],
                                      tmp_path, monkeypatch, capsys)
-    message = ("the teacher's logits on the labeled split (examples 0-23) are not finite (nan, or beyond "
-               "float16's range): the teacher diverged; lower teacher.finetune.lr (now 1000)")
+    message = ("teacher fine-tuning diverged at step 2 (dev logits beyond float16's range); "
+               "lower teacher.finetune.lr (now 1000)")
     assert code == 2 and err.strip().splitlines()[-1] == f"distil: error: {message}"
     metrics = json.loads(next((tmp_path / "outputs" / "runs").rglob("metrics.json")).read_text())
     assert metrics["status"] == f"failed: {message}"
     cache = tmp_path / "outputs" / "cache"
-    assert cache_entries(cache, "targets") == [] and cache_entries(cache, "tmp") == []
+    assert [cache_entries(cache, kind) for kind in ("teachers", "targets", "tmp")] == [[], [], []]
+
+
+def test_the_target_cache_refuses_non_finite_shards(smoke_cfg, monkeypatch):
+    """A teacher whose outputs overflow float16 anyway (a hidden layer): the targets are not cached."""
+    cfg = smoke_cfg()
+    task = make_task(cfg.dataset)
+    data, prepared = prepare_data(cfg, task)
+    store = ArtifactStore(cfg.paths.cache)
+    teacher = ensure_teacher(cfg.teacher, task, data, prepared, store, cfg.seed, True)
+    compute = cache.compute_shard
+
+    def overflowing(*args, **kwargs):
+        tensors = compute(*args, **kwargs)
+        tensors["hidden"] = tensors["hidden"].clone()  # built under inference mode
+        tensors["hidden"][0, 0] = float("inf")
+        return tensors
+    monkeypatch.setattr(cache, "compute_shard", overflowing)
+    with pytest.raises(DistilError) as error:
+        ensure_targets(cfg.teacher, teacher, task, data, prepared, store, -1,
+                       lambda: load_finetuned(teacher.path, task))
+    assert str(error.value) == ("the teacher's hidden on the labeled split (examples 0-23) are not finite (nan, or "
+                                "beyond float16's range): the teacher diverged; lower teacher.finetune.lr (now 0.001)")
+    assert cache_entries(Path(cfg.paths.cache), "targets") == [] and cache_entries(Path(cfg.paths.cache), "tmp") == []
 
 
 # --- a weak teacher fails the run unless allowed ------------------------------------------------
@@ -152,6 +175,13 @@ def test_student_warnings_read_every_stage_record():
     per_language = {"aa": [record(best_epoch=0)], "bb": [record()]}
     assert student_warnings(per_language, scores, "accuracy", 0.4, 2) == [f"language aa: {UNTRAINED}"]
     assert student_warnings([record()], scores, "accuracy", None, None) == []  # regression: no classes
+
+
+def test_evaluation_texts_in_the_labeled_set_are_a_warning():
+    overlap = {"dev": {"labeled": 3, "transfer": 7}, "test": {"labeled": 2, "transfer": 28},
+               "test_mismatched": {"labeled": 0, "transfer": 1}, "transfer_dropped": 36, "match": "..."}
+    assert data_warnings(overlap) == ["3 dev, 2 test examples also in the labeled set"]
+    assert data_warnings({"dev": {"labeled": 0, "transfer": 4}, "transfer_dropped": 4}) == []
 
 
 # --- dev/test texts are kept out of the transfer set -------------------------------------------

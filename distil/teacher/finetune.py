@@ -93,8 +93,8 @@ def check_strong_enough(cfg: TeacherConfig, info: dict) -> None:
     raise DistilError(
         f"the fine-tuned teacher is no better than the majority class on dev ({info['metric']} "
         f"{info['dev_score']:.4f} vs {info['baseline_dev_score']:.4f}): the student would learn nothing from it; "
-        f"give it more labels or steps (dataset.split.*, teacher.finetune.min_steps), a better {lr_setting(cfg.finetune)}, "
-        f"or set teacher.allow_weak=true to go on anyway")
+        f"give it more labels or steps (dataset.split.*, teacher.finetune.min_steps), "
+        f"a better {lr_setting(cfg.finetune)}, or set teacher.allow_weak=true to go on anyway")
 
 
 def lr_setting(hp: FineTuneConfig) -> str:
@@ -253,12 +253,17 @@ def _train_once(model, task: Task, prepared: dict[str, PreparedSplit], pad_id: i
         logits = model(input_ids=ids, attention_mask=mask).logits
         loss = task.teacher_loss(logits, task.batch_labels(train, rows, ids.shape[1]))
         if not torch.isfinite(loss):  # never train on, select or cache a diverged teacher
-            raise DistilError(f"teacher fine-tuning diverged at step {step[0]} (loss {loss.item():g})"
-                              f"{f' at lr {lr:g}' if hp.lr_grid else ''}; lower {lr_setting(hp)}")
+            raise diverged(f"loss {loss.item():g}")
         return loss
+
+    def diverged(what: str) -> DistilError:
+        return DistilError(f"teacher fine-tuning diverged at step {step[0]} ({what})"
+                           f"{f' at lr {lr:g}' if hp.lr_grid else ''}; lower {lr_setting(hp)}")
 
     def evaluate() -> DevSelection:
         logits = teacher_split_logits(model, task, dev, pad_id, cfg.eval_batch_size)
+        if not fits_float16(logits):  # its targets would be cached as inf: as diverged as a nan loss
+            raise diverged("dev logits beyond float16's range")
         metric = task.score(logits, dev, label_names)[task.metric]
         return DevSelection(metric, split_loss(task, logits, dev))
 
@@ -281,6 +286,11 @@ def _train_once(model, task: Task, prepared: dict[str, PreparedSplit], pad_id: i
         "history": [{**h, "step": budget.steps_run(h["epoch"]), "dev": float(h["dev"]), "dev_loss": h["dev"].loss}
                     for h in result.history],
     }
+
+
+def fits_float16(logits: torch.Tensor | list[torch.Tensor]) -> bool:
+    """Whether every logit is finite in float16, the precision the targets are cached in."""
+    return all(torch.isfinite(rows.half()).all() for rows in (logits if isinstance(logits, list) else [logits]))
 
 
 def check_finite_weights(model: torch.nn.Module, steps: int, lr: str) -> None:
