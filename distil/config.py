@@ -71,6 +71,9 @@ class TeacherConfig:
     # shard at a time, and caching memory stays at one shard whatever the transfer-set size.
     shard_size: int = at_least(1, default=4096)
     finetune: FineTuneConfig = field(default_factory=FineTuneConfig)
+    # Distil from a teacher no better than the majority class on dev (else the run fails): a
+    # student learns nothing from it, so only for smoke runs and tests of the plumbing.
+    allow_weak: bool = False
     random_init: RandomInitConfig | None = None
 
 
@@ -169,6 +172,10 @@ class SplitConfig:
     # all None: every training example is labeled
     # dev and test capped at N examples per language (drawn with `seed`): CPU-sized evaluation
     max_eval_per_language: int | None = at_least(1, default=None)
+    # Drop from the transfer set every example whose text (a pair: both texts) is also a dev or
+    # test example's, compared exactly after collapsing whitespace, case kept. Overlap with the
+    # labeled set is only counted and warned about: the labeled set is the user's to choose.
+    drop_eval_overlap: bool = True
 
 
 @dataclass

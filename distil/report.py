@@ -31,6 +31,7 @@ def collect(root: Path) -> pd.DataFrame:
                 "student_params_M": student["params"] / 1e6,
                 "speedup": metrics.get("speed", {}).get("speedup"),
                 "minutes": metrics.get("seconds", 0) / 60,  # the whole run: what a schedule costs
+                "warnings": "; ".join(metrics.get("warnings", [])),  # distil.flags: ok, but suspect
             })
         rows.append(row)
     table = pd.DataFrame(rows)
