@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import logging
 import os
+import signal
 import sys
+import threading
+import traceback
 from pathlib import Path
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
+from hydra.errors import HydraException
 from hydra.types import RunMode
 from omegaconf import DictConfig
+from omegaconf.errors import OmegaConfBaseException
 
 from distil.config import register_configs
 from distil.errors import DistilError
@@ -21,6 +27,9 @@ register_run_dir_resolver()
 
 # Cells of a sweep that failed: the sweep goes on, and `main` exits non-zero at the end.
 _failed_runs: list[str] = []
+UNEXPECTED_EXIT = 1  # a bug (bad input exits 2): the traceback is in the run's log
+INTERRUPTED = ("distil: interrupted; rerun the same command to continue (finished teachers and cached targets "
+               "are reused)")
 
 
 @hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")
@@ -41,20 +50,64 @@ def _run(cfg: DictConfig) -> float | None:
     # The user's name, not the borrowed option (`dataset=mrpc dataset.name=rte` is rte).
     choices["dataset"] = cfg.dataset.name
     choices["seed"] = cfg.seed
+
+    def fail(reason: str, line: str, code: int) -> None:
+        """metrics.json says why; a single run exits, a sweep records the cell and goes on."""
+        pipeline.write_json_atomic(run_dir / "metrics.json",
+                                   {"status": f"failed: {reason}", "choices": choices, "overrides": overrides})
+        print(line, file=sys.stderr)
+        if hydra_cfg.mode != RunMode.MULTIRUN:
+            sys.exit(code)
+        _failed_runs.append(str(run_dir))
+
     try:
         metrics = pipeline.run(cfg, run_dir, choices, overrides)
     except DistilError as error:
-        pipeline.write_json_atomic(run_dir / "metrics.json",
-                                   {"status": f"failed: {error}", "choices": choices,
-                                    "overrides": overrides})
-        print(f"distil: error: {error}", file=sys.stderr)
-        if hydra_cfg.mode != RunMode.MULTIRUN:
-            sys.exit(2)
-        _failed_runs.append(str(run_dir))
-        return None
-    print_run(metrics)
-    print(f"metrics: {run_dir / 'metrics.json'}")
+        return fail(str(error), f"distil: error: {error}", 2)
+    except (KeyboardInterrupt, Terminated):
+        pipeline.write_json_atomic(run_dir / "metrics.json", {"status": "failed: interrupted", "choices": choices,
+                                                              "overrides": overrides})
+        raise  # stops a sweep too: main prints the one line
+    except Exception as error:  # a bug, not bad input: one line here, the traceback in the run's log
+        reason = f"unexpected {type(error).__name__}: {error}"
+        return fail(reason, f"distil: error: {reason} (traceback in {log_traceback(run_dir)}); please report it",
+                    UNEXPECTED_EXIT)
+    try:
+        print_run(metrics)
+        print(f"metrics: {run_dir / 'metrics.json'}")
+    except BrokenPipeError:  # stdout piped to `head`: the run is done and its metrics.json written
+        silence_stdout()
     return metrics["student"]["dev"][metrics["metric"]]  # sweepers optimise dev, never test
+
+
+def log_traceback(run_dir: Path) -> Path:
+    """The exception being handled, with its traceback, in the run's log file only (Hydra's job log,
+    run_dir/distil.log): the terminal gets one line that points there."""
+    record = logging.makeLogRecord({"name": __name__, "levelno": logging.ERROR, "levelname": "ERROR",
+                                    "msg": "unexpected error", "exc_info": sys.exc_info()})
+    files = [h for h in logging.getLogger().handlers if isinstance(h, logging.FileHandler)]
+    for handler in files:
+        handler.handle(record)
+    if files:
+        return Path(files[0].baseFilename)
+    path = run_dir / "distil.log"  # no job logging configured (hydra/job_logging=none)
+    with path.open("a") as log:
+        traceback.print_exc(file=log)
+    return path
+
+
+class Terminated(BaseException):
+    """SIGTERM, raised in the main thread like Ctrl-C so `finally` blocks and locks clean up."""
+
+
+def _raise_terminated(signum, frame) -> None:
+    raise Terminated()
+
+
+def silence_stdout() -> None:
+    """The reader of our stdout went away: send the rest of the output, and the flush at exit, nowhere."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
 
 
 def predict_arguments(args: list[str]) -> list[str]:
@@ -72,6 +125,43 @@ def predict_arguments(args: list[str]) -> list[str]:
 
 
 def main() -> None:
+    """`distil`: every ending is one line on the terminal, never a traceback."""
+    in_main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _raise_terminated) if in_main_thread else None
+    full_error = "HYDRA_FULL_ERROR" in os.environ  # the user asked for Hydra's own report
+    os.environ["HYDRA_FULL_ERROR"] = "1"  # Hydra re-raises its errors, and they are written as one line here
+    raise_exceptions, logging.raiseExceptions = logging.raiseExceptions, False  # a log line to a closed pipe is dropped
+    try:
+        _main()
+    except (HydraException, OmegaConfBaseException) as error:  # a value Hydra cannot compose or merge
+        if full_error:
+            raise
+        print(f"distil: error: {hydra_message(error)}; fix that override (distil --cfg job shows the composed "
+              f"config)", file=sys.stderr)
+        sys.exit(2)
+    except (KeyboardInterrupt, Terminated) as interrupt:
+        print(INTERRUPTED, file=sys.stderr)
+        sys.exit(143 if isinstance(interrupt, Terminated) else 130)
+    except BrokenPipeError:  # `distil --help | head`
+        silence_stdout()
+        sys.exit(141)
+    finally:
+        logging.raiseExceptions = raise_exceptions
+        if not full_error:
+            os.environ.pop("HYDRA_FULL_ERROR", None)
+        if in_main_thread:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def hydra_message(error: Exception) -> str:
+    """Hydra's multi-line report (the error, then its cause's details) as one line: the unindented
+    lines of the error and of its cause, without the `full_key:` / `object_type=` detail lines."""
+    text = f"{error}\n{error.__cause__ or ''}"
+    lines = [line.strip().rstrip(".") for line in text.splitlines() if line.strip() and not line[0].isspace()]
+    return "; ".join(lines)
+
+
+def _main() -> None:
     from distil.overrides import CONFIG_DIR_ENV, check_overrides, with_config_dir_env
 
     if sys.argv[1:2] == ["cache"]:

@@ -13,36 +13,39 @@ from dataclasses import dataclass, field
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, OmegaConf
 
+from distil.errors import DistilError
+from distil.ranges import above, at_least, check_ranges, fraction, within
+
 
 @dataclass
 class RandomInitConfig:
     """Architecture of a randomly initialised BERT (the `tiny` test teacher)."""
 
-    hidden_size: int = 32
-    num_hidden_layers: int = 2
-    num_attention_heads: int = 2
-    intermediate_size: int = 64
-    max_position_embeddings: int = 256
+    hidden_size: int = at_least(1, default=32)
+    num_hidden_layers: int = at_least(1, default=2)
+    num_attention_heads: int = at_least(1, default=2)
+    intermediate_size: int = at_least(1, default=64)
+    max_position_embeddings: int = at_least(2, default=256)
 
 
 @dataclass
 class FineTuneConfig:
-    lr: float = 5e-5
-    batch_size: int = 16
-    epochs: int = 3
-    patience: int = 1  # dev evaluations without improvement (metric up, or flat with dev loss down) before stopping
-    weight_decay: float = 0.01
-    warmup_fraction: float = 0.1  # linear warm-up over this share of all steps, then linear decay to 0
+    lr: float = above(0, default=5e-5)
+    batch_size: int = at_least(1, default=16)
+    epochs: int = at_least(1, default=3)
+    patience: int = at_least(1, default=1)  # dev evaluations without improvement (metric up, or flat with dev loss down) before stopping
+    weight_decay: float = at_least(0, default=0.01)
+    warmup_fraction: float = fraction(default=0.1)  # linear warm-up over this share of all steps, then linear decay to 0
     # The step budget (BERT practice; see distil/conf/teacher/finetune/bert.yaml): train `epochs`
     # passes over the labeled set, raised to at least `min_steps` optimiser steps however small
     # the set, and cut at `max_steps` (None: no cap). Early stopping never ends it before min_steps.
-    min_steps: int = 0
-    max_steps: int | None = None
+    min_steps: int = at_least(0, default=0)
+    max_steps: int | None = at_least(1, default=None)
     # Evaluate on dev after the first pass that ends at least this many steps after the last
     # evaluation (0: after every pass); patience counts evaluations.
-    eval_every_steps: int = 0
+    eval_every_steps: int = at_least(0, default=0)
     # Tang et al.: fine-tune once per learning rate and keep the best on dev (None: `lr` alone)
-    lr_grid: list[float] | None = None
+    lr_grid: list[float] | None = above(0, default=None)
 
 
 @dataclass
@@ -57,8 +60,8 @@ class TeacherConfig:
     # student reads the sentences apart, the [CLS] of each sentence run alone), each word's
     # first wordpiece for tagging. See cache_layer for when it is cached.
     layer: int = -1
-    max_length: int = 128
-    eval_batch_size: int = 64
+    max_length: int = at_least(2, default=128)  # [CLS] and [SEP] at least
+    eval_batch_size: int = at_least(1, default=64)
     # Which runs cache hidden layer `layer` beside the logits. "auto": sequence tasks always
     # (one [CLS] vector per example is small, and then every schedule of a sweep shares one
     # cache, so the teacher runs once), tagging only when a schedule compares representations
@@ -66,8 +69,11 @@ class TeacherConfig:
     cache_layer: str = "auto"
     # Examples per cache shard: the teacher's outputs are computed, written and resumed a
     # shard at a time, and caching memory stays at one shard whatever the transfer-set size.
-    shard_size: int = 4096
+    shard_size: int = at_least(1, default=4096)
     finetune: FineTuneConfig = field(default_factory=FineTuneConfig)
+    # Distil from a teacher no better than the majority class on dev (else the run fails): a
+    # student learns nothing from it, so only for smoke runs and tests of the plumbing.
+    allow_weak: bool = False
     random_init: RandomInitConfig | None = None
 
 
@@ -76,18 +82,18 @@ class StudentConfig:
     name: str = MISSING
     kind: str = MISSING  # which module in distil/students builds it
     description: str = ""
-    embedding_dim: int = 300  # transformer students: their hidden_size is their embedding size
-    hidden_size: int = 300  # LSTM units per direction (pooled vector is 2x); transformer: H
-    num_layers: int = 1  # LSTM layers, or transformer layers L
-    mlp_hidden_size: int = 200  # siamese, tang: the ReLU layer before the output (Tang: 200 or 400)
+    embedding_dim: int = at_least(1, default=300)  # transformer students: their hidden_size is their embedding size
+    hidden_size: int = at_least(1, default=300)  # LSTM units per direction (pooled vector is 2x); transformer: H
+    num_layers: int = at_least(1, default=1)  # LSTM layers, or transformer layers L
+    mlp_hidden_size: int = at_least(1, default=200)  # siamese, tang: the ReLU layer before the output (Tang: 200 or 400)
     # What the student reads: "words" (lower-cased whitespace words, its own vocabulary) or
     # "wordpieces" (the teacher's); None: what its family reads (rnn: words, the rest: wordpieces)
     tokens: str | None = None
-    dropout: float = 0.4
-    recurrent_dropout: float = 0.0  # LSTM hidden-to-hidden weights, while training (Mukherjee: 0.2)
+    dropout: float = fraction(default=0.4)
+    recurrent_dropout: float = fraction(default=0.0)  # LSTM hidden-to-hidden weights, while training (Mukherjee: 0.2)
     # The student's paper training batch (Mukherjee & Awadallah 6.1: 64). Used only when neither
     # trainer.batch_size nor schedule.batch_size is set: see pipeline.training_batch_size.
-    batch_size: int | None = None
+    batch_size: int | None = at_least(1, default=None)
     # random | svd | pca | file (XtremeDistil Table 14); svd/pca reduce the teacher's wordpiece
     # embeddings to embedding_dim, file reads GloVe / word2vec text vectors from vectors_file
     embedding_init: str = "random"
@@ -96,7 +102,7 @@ class StudentConfig:
     # [UNK] with this probability, so the [UNK] row, which every token unseen in training reads at
     # test time, is trained rather than left at its initial value. 0.02 is about the share of dev
     # and test wordpieces unseen in training (2.3-3.0% on BBC News and the SST-2 preset); 0 turns it off.
-    unk_dropout: float = 0.02
+    unk_dropout: float = fraction(default=0.02)
 
 
 @dataclass
@@ -108,8 +114,8 @@ class StageConfig:
     data: list[str] = field(default_factory=lambda: ["labeled"])
     # None: trainer.epochs, or trainer.labels_only_epochs when the stage sees only the labeled
     # set; with gradual unfreezing, per step (n in Algorithm 1)
-    epochs: int | None = None
-    patience: int | None = None  # None: trainer.patience
+    epochs: int | None = at_least(1, default=None)
+    patience: int | None = at_least(1, default=None)  # None: trainer.patience
     # "none": every parameter trains; "gradual": XtremeDistil Algorithm 1 / Mukherjee 5.2,
     # unfreeze the student top layer first, one more layer below per step, down to the
     # embeddings; every step restores the best model on dev before the next
@@ -119,7 +125,7 @@ class StageConfig:
     # every step restores the best model on validation loss) or compares representations
     # only (its classifier is untrained), the metric otherwise
     select: str = "auto"
-    temperature: float = 1.0  # soft_ce / kl only (Turc: 1)
+    temperature: float = above(0, default=1.0)  # soft_ce / kl only (Turc: 1)
     # loss name -> "mean" | "sum" over the units of the vectors it compares (logit_mse,
     # repr_mse, repr_kl); a loss not named keeps its default (see distil/losses.py)
     reduction: dict[str, str] = field(default_factory=dict)
@@ -150,22 +156,26 @@ class ScheduleConfig:
     stages: list[StageConfig] = MISSING
     # The schedule's paper training batch (e.g. XtremeDistil 512, Tang 50, Wu 1024). Beats
     # student.batch_size, loses to trainer.batch_size: see pipeline.training_batch_size.
-    batch_size: int | None = None
+    batch_size: int | None = at_least(1, default=None)
 
 
 @dataclass
 class SplitConfig:
     """How train/dev/test and labeled/unlabeled splits are derived (seeded)."""
 
-    seed: int = 0  # seed of the train/dev/test carving: fixed, so every run sees one test set
-    test_fraction: float = 0.2  # used only when the dataset ships no test file
-    dev_fraction: float = 0.1  # used only when the dataset ships no dev file
-    labeled_per_class: int | None = None  # classification/pair: N labeled examples per class
-    labeled_per_language: int | None = None  # tagging: N labeled sentences per language
-    labeled_count: int | None = None  # any task: N labeled examples drawn at random (regression has no classes)
+    seed: int = at_least(0, default=0)  # seed of the train/dev/test carving: fixed, so every run sees one test set
+    test_fraction: float = fraction(default=0.2, low_open=True)  # used only when the dataset ships no test file
+    dev_fraction: float = fraction(default=0.1, low_open=True)  # used only when the dataset ships no dev file
+    labeled_per_class: int | None = at_least(1, default=None)  # classification/pair: N labeled examples per class
+    labeled_per_language: int | None = at_least(1, default=None)  # tagging: N labeled sentences per language
+    labeled_count: int | None = at_least(1, default=None)  # any task: N labeled examples drawn at random (regression has no classes)
     # all None: every training example is labeled
     # dev and test capped at N examples per language (drawn with `seed`): CPU-sized evaluation
-    max_eval_per_language: int | None = None
+    max_eval_per_language: int | None = at_least(1, default=None)
+    # Drop from the transfer set every example whose text (a pair: both texts) is also a dev or
+    # test example's, compared exactly after collapsing whitespace, case kept. Overlap with the
+    # labeled set is only counted and warned about: the labeled set is the user's to choose.
+    drop_eval_overlap: bool = True
 
 
 @dataclass
@@ -229,30 +239,30 @@ class TransferSizeConfig:
     description: str = ""
     # "pool": the training examples left unlabeled by the split; "file": dataset.unlabeled_file
     source: str = "pool"
-    multiple: float | None = None  # times the labeled-set size
-    count: int | None = None  # absolute number; both None means the whole pool
+    multiple: float | None = at_least(0, default=None)  # times the labeled-set size
+    count: int | None = at_least(0, default=None)  # absolute number; both None means the whole pool
 
 
 @dataclass
 class TrainerConfig:
     optimizer: str = "adam"  # adam | adamw | sgd | adadelta
-    lr: float = 1e-3
-    rho: float = 0.95  # adadelta's decay (Zeiler; Tang et al. and Mukherjee & Awadallah: 0.95)
+    lr: float = above(0, default=1e-3)
+    rho: float = within(0, 1, default=0.95)  # adadelta's decay (Zeiler; Tang et al. and Mukherjee & Awadallah: 0.95)
     # "constant", or "cosine": from lr down to lr_min over each stage or unfreezing step (XtremeDistil)
     lr_schedule: str = "constant"
-    lr_min: float = 1e-8
+    lr_min: float = at_least(0, default=1e-8)
     # None unless set on the command line or by a preset (experiment/, debug/); then it always
     # wins over schedule.batch_size and student.batch_size (pipeline.training_batch_size).
-    batch_size: int | None = None
-    eval_batch_size: int = 128
-    epochs: int = 10
+    batch_size: int | None = at_least(1, default=None)
+    eval_batch_size: int = at_least(1, default=128)
+    epochs: int = at_least(1, default=10)
     # Stages on the labeled set alone (d0, the last stage of d4.x / rlll-ce / sra): an epoch
     # there is ~1/20 of a transfer epoch, so they run until dev stops improving (patience).
-    labels_only_epochs: int = 30
-    patience: int = 3
-    grad_clip: float = 5.0
-    threads: int = 2
-    speed_examples: int = 256  # examples timed for the inference-speed ratio; 0 = skip
+    labels_only_epochs: int = at_least(1, default=30)
+    patience: int = at_least(1, default=3)
+    grad_clip: float = at_least(0, default=5.0)  # 0: no clipping
+    threads: int = within(1, 256, default=2)  # more makes torch start threads until memory runs out
+    speed_examples: int = at_least(0, default=256)  # examples timed for the inference-speed ratio; 0 = skip
 
 
 @dataclass
@@ -271,8 +281,23 @@ class Config:
     transfer_size: TransferSizeConfig = MISSING
     trainer: TrainerConfig = MISSING
     paths: PathsConfig = MISSING
-    seed: int = 1
+    seed: int = at_least(0, default=1)
     hub_offline: bool = True  # never wait on a model/dataset hub unless asked to
+
+
+def check_config(cfg) -> None:
+    """Every numeric setting in its range, and the settings that bound each other: before a run reads
+    data or trains anything, so a typo costs a second, not a fine-tuned teacher."""
+    check_ranges(cfg, Config)
+    split = cfg.dataset.split
+    if split.test_fraction + split.dev_fraction >= 1:
+        raise DistilError(f"dataset.split.test_fraction + dataset.split.dev_fraction = "
+                          f"{split.test_fraction + split.dev_fraction:g} leaves no training examples; "
+                          f"lower them so their sum is below 1")
+    finetune = cfg.teacher.finetune
+    if finetune.max_steps is not None and finetune.min_steps > finetune.max_steps:
+        raise DistilError(f"teacher.finetune.min_steps={finetune.min_steps} is above "
+                          f"teacher.finetune.max_steps={finetune.max_steps}; lower min_steps or raise max_steps")
 
 
 def arithmetic(expression: str) -> float:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from rich import box
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 
 def _pct(value: float | None) -> str:
@@ -121,6 +122,8 @@ def print_run(metrics: dict) -> None:
     if stages is not None:
         console.print(stages)
     console.print(run_table(metrics))
+    for warning in metrics.get("warnings", []):  # distil.flags: status ok, result suspect
+        console.print(Text.assemble(("warning: ", "bold red"), warning))
     languages = language_table(metrics)
     if languages is not None:
         console.print(languages)

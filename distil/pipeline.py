@@ -17,12 +17,13 @@ import transformers
 from omegaconf import OmegaConf
 from safetensors.torch import save_file
 
-from distil.config import Config, StudentConfig, TeacherConfig
+from distil.config import Config, StudentConfig, TeacherConfig, check_config
 from distil.data.prepared import PreparedSplit
 from distil.data.ragged import Ragged, Tokens
 from distil.data.split import TaskData, build_task_data
 from distil.errors import DistilError
 from distil.evaluate import student_logits
+from distil.flags import predicted_classes, run_warnings
 from distil.schedule import StudentSplit, needs_teacher_hidden, run_schedule, validate_schedule
 from distil.speed import examples_per_second
 from distil.store import ArtifactStore
@@ -88,9 +89,11 @@ class StudentResult:
     test_tokens: Tokens
     teacher_hidden_size: int
     scores: dict[str, dict]  # the final student's: dev, test and every extra test split
+    dev_classes: int | None = None  # how many classes it predicts on dev (None: a task without classes)
 
 
 def run(cfg: Config, run_dir: Path, choices: dict, overrides: list[str]) -> dict:
+    check_config(cfg)  # every numeric setting in range before anything runs
     setup_runtime(cfg)
     task = make_task(cfg.dataset)
     validate_schedule(cfg.schedule, cfg.trainer, task)
@@ -147,7 +150,8 @@ def run(cfg: Config, run_dir: Path, choices: dict, overrides: list[str]) -> dict
         "metric": task.metric,  # selects on dev
         "metrics": task.metrics,  # every score reported, the primary first
         "extra_tests": data.extra_tests,  # scored beside test, never used to select
-        "data": {"sizes": data.summary(), "labels": data.label_names, "languages": data.languages},
+        "data": {"sizes": data.summary(), "labels": data.label_names, "languages": data.languages,
+                 "overlap": data.overlap},
         "teacher": {
             **{name: task.score(splits[name].targets.all_logits(), prepared[name], data.label_names)
                for name in ("labeled", "dev", *reported_splits(data))},
@@ -169,6 +173,11 @@ def run(cfg: Config, run_dir: Path, choices: dict, overrides: list[str]) -> dict
                  for name in reported_splits(data)}
     if baselines["test"] is not None:
         metrics["majority_baseline"] = baselines
+    # status stays "ok", but a student that learned nothing must be impossible to miss
+    metrics["warnings"] = run_warnings(task, data, prepared["dev"], student,
+                                       {lang: r.dev_classes for lang, r in results.items()})
+    for warning in metrics["warnings"]:
+        log.warning(warning)
     write_json_atomic(run_dir / "metrics.json", metrics)
     return metrics
 
@@ -318,7 +327,10 @@ def train_student(cfg: Config, task: Task, data: TaskData, splits: dict[str, Spl
     # the model is the last step's best on dev: its extra test splits are scored once, after selection
     scores = {"dev": stages[-1]["dev"], "test": stages[-1]["test"],
               **{name: evaluate_split(model, name) for name in data.extra_tests}}
-    return StudentResult(model, vocab, stages, student_splits["test"].tokens, teacher_vocab.hidden_size, scores)
+    dev_classes = predicted_classes(student_logits(model, student_splits["dev"].tokens, PAD,
+                                                   cfg.trainer.eval_batch_size)) if data.label_names else None
+    return StudentResult(model, vocab, stages, student_splits["test"].tokens, teacher_vocab.hidden_size, scores,
+                         dev_classes)
 
 
 def student_param_counts(results: dict[str | None, StudentResult], teacher_vocab_size: int | None) -> dict:

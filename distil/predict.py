@@ -12,6 +12,7 @@ from pathlib import Path
 
 import torch
 from omegaconf import OmegaConf
+from safetensors import SafetensorError
 from safetensors.torch import load_file
 
 from distil.config import StudentConfig
@@ -27,20 +28,19 @@ class SavedStudent:
     def __init__(self, directory: Path):
         from transformers import AutoTokenizer
 
-        if not (directory / "model.safetensors").is_file():
-            raise DistilError(f"{directory} holds no saved student (model.safetensors); pass a run directory "
-                              f"written by `distil` or its student/ folder")
-        self.config = json.loads((directory / "config.json").read_text())
+        _check_complete(directory)
+        self.config = _read_part(directory / "config.json", lambda path: json.loads(path.read_text()))
         self.cfg = OmegaConf.merge(OmegaConf.structured(StudentConfig), self.config["student"])
         self.task = get_task(self.config["task"], pair=self.config.get("inputs") == "pair")
         self.labels = self.config["labels"]
-        self.vocab = TrimmedVocab.load(directory / "vocab.json")
-        self.tokenizer = AutoTokenizer.from_pretrained(directory / "tokenizer", local_files_only=True)
+        self.vocab = _read_part(directory / "vocab.json", TrimmedVocab.load)
+        self.tokenizer = _read_part(directory / "tokenizer",
+                                    lambda path: AutoTokenizer.from_pretrained(path, local_files_only=True))
         self.model = build_student(self.cfg, len(self.vocab), len(self.labels), self.task,
                                    self.config["teacher_hidden_size"],
                                    representation_head=self.config.get("representation_head", False),
                                    projection=self.config.get("projection", "side"))
-        self.model.load_state_dict(load_file(directory / "model.safetensors"))
+        _read_part(directory / "model.safetensors", lambda path: self.model.load_state_dict(load_file(path)))
         self.model.eval()
 
     def _encode(self, text: str):
@@ -58,6 +58,49 @@ class SavedStudent:
         return self.task.decode(logits, context, self.labels)
 
 
+STUDENT_FILES = ("model.safetensors", "config.json", "vocab.json", "tokenizer")
+RERUN = "the run that wrote it did not finish or the file was changed: rerun the training command"
+
+
+def _check_complete(directory: Path) -> None:
+    missing = [name for name in STUDENT_FILES if not (directory / name).exists()]
+    if len(missing) == len(STUDENT_FILES):
+        raise DistilError(f"{directory} holds no saved student (model.safetensors); pass a run directory "
+                          f"written by `distil` or its student/ folder")
+    if missing:
+        raise DistilError(f"{directory} is an incomplete student (missing: {', '.join(missing)}); {RERUN}")
+
+
+def _read_part(path: Path, read):
+    """read(path): a truncated or damaged file of a saved student is one line, not a traceback."""
+    try:
+        return read(path)
+    except (OSError, ValueError, KeyError, RuntimeError, SafetensorError) as error:  # json, safetensors, torch
+        cause = " ".join(str(error).split())[:200]
+        raise DistilError(f"{path} is damaged ({type(error).__name__}: {cause}); {RERUN}") from None
+
+
+def read_texts(args: argparse.Namespace) -> list[str]:
+    """The texts to label: arguments, then --file lines; an empty text is an error, not a label."""
+    for number, text in enumerate(args.text, start=1):
+        if not text.strip():
+            raise DistilError(f"text {number} is empty; give a non-empty text to label")
+    texts = list(args.text)
+    if args.file:
+        if not args.file.is_file():
+            raise DistilError(f"--file {args.file} does not exist")
+        try:
+            lines = [line.rstrip("\n") for line in args.file.open(encoding="utf-8") if line.strip()]
+        except UnicodeDecodeError:
+            raise DistilError(f"--file {args.file} is not UTF-8 text; re-save it as UTF-8") from None
+        if not lines:
+            raise DistilError(f"--file {args.file} has no text (it is empty or blank); give one text per line")
+        texts += lines
+    if not texts:
+        raise DistilError("nothing to predict: give texts as arguments or --file")
+    return texts
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="distil-predict", description=__doc__.splitlines()[0])
     parser.add_argument("run_dir", type=Path, help="a run directory (or its student/ folder)")
@@ -65,14 +108,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--file", type=Path, help="one text per line")
     args = parser.parse_args(argv)
     directory = args.run_dir / "student" if (args.run_dir / "student").is_dir() else args.run_dir
-    texts = list(args.text)
     try:
-        if args.file:
-            if not args.file.is_file():
-                raise DistilError(f"--file {args.file} does not exist")
-            texts += [line.rstrip("\n") for line in args.file.open(encoding="utf-8") if line.strip()]
-        if not texts:
-            raise DistilError("nothing to predict: give texts as arguments or --file")
+        texts = read_texts(args)
         student = SavedStudent(directory)
     except DistilError as error:
         print(f"distil-predict: error: {error}", file=sys.stderr)

@@ -106,6 +106,7 @@ def result_columns(metrics: dict) -> dict:
         "student_params_M": student["params"] / 1e6,
         "speedup": metrics.get("speed", {}).get("speedup"),
         "minutes": metrics.get("seconds", 0) / 60,  # the whole run: what a schedule costs
+        "warnings": "; ".join(metrics.get("warnings", [])),  # distil.flags: ok, but suspect
     }
 
 

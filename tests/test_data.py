@@ -17,16 +17,17 @@ def transfer(name="all", **kw):
     return OmegaConf.merge(OmegaConf.structured(TransferSizeConfig), {"name": name, **kw})
 
 
-def rows(n_per_class, classes=("a", "b")):
-    return [(f"{c} example number {i}", c) for c in classes for i in range(n_per_class)]
+def rows(n_per_class, classes=("a", "b"), split="train"):
+    """Texts differ between splits: a dev or test text found in train would be dropped from the transfer set."""
+    return [(f"{c} {split} example number {i}", c) for c in classes for i in range(n_per_class)]
 
 
 @pytest.fixture
 def three_files(toy_table):
     data_dir, write = toy_table
     write("train.tsv", rows(20))
-    write("dev.tsv", rows(3))
-    write("test.tsv", rows(4))
+    write("dev.tsv", rows(3, split="dev"))
+    write("test.tsv", rows(4, split="test"))
     return data_dir, {"train": "train.tsv", "dev": "dev.tsv", "test": "test.tsv"}
 
 
@@ -80,7 +81,10 @@ def test_bbc_news_folders_load():
                           OmegaConf.load(CONF_DIR / "dataset" / "bbc-news.yaml"))
     data = build_task_data(cfg, transfer(), "unused", seed=1)
     assert data.num_labels == 5 and len(data.splits["labeled"]) == 250
-    assert sum(data.summary().values()) == 2225
+    # BBC News repeats articles: 35 training copies of dev/test texts leave the transfer set
+    assert data.overlap["transfer_dropped"] == 35 and sum(data.summary().values()) == 2225 - 35
+    assert data.overlap["dev"] == {"labeled": 3, "transfer": 7}
+    assert data.overlap["test"] == {"labeled": 2, "transfer": 28}
 
 
 # --- bad input: one clear error each -------------------------------------------------

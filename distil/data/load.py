@@ -17,6 +17,7 @@ from pathlib import Path
 import datasets
 
 from distil.config import DatasetConfig
+from distil.data.check_file import CSV_DIALECTS, check_text_file, read_csv_rows
 from distil.data.conll import read_conll
 from distil.errors import DistilError
 from distil.tasks import TASKS, make_task
@@ -181,19 +182,24 @@ def _load_file(cfg: DatasetConfig, file: Path, split: str) -> datasets.Dataset:
     if cfg.format == "conll":
         return datasets.Dataset.from_dict(read_conll(file, tag_column=cfg.conll_tag_column))
     tabular_text = cfg.format in ("tsv", "csv")
-    if cfg.format != "parquet" and not _has_rows(file, header=tabular_text and cfg.header):
-        raise DistilError(f"dataset '{cfg.name}': {file} has no examples; point dataset.files at a file "
-                          f"with at least one example")
+    if cfg.format != "parquet":
+        check_text_file(file, cfg.format, f"dataset '{cfg.name}'")
+        if not _has_rows(file, header=tabular_text and cfg.header):
+            raise DistilError(f"dataset '{cfg.name}': {file} has no examples; point dataset.files at a file "
+                              f"with at least one example")
     builder, options = TABULAR_BUILDERS[cfg.format]
     if tabular_text:
-        # QUOTE_NONE: sentences contain bare quotes; "NA" is a word, not a missing value.
-        options = {**options, "keep_default_na": False, "quoting": 3}
+        # "NA" is a word, not a missing value; quoting as check_file.CSV_DIALECTS (a tsv keeps bare quotes)
+        options = {**options, "keep_default_na": False, "quoting": CSV_DIALECTS[cfg.format].get("quoting", 0)}
         if not cfg.header:  # names "0", "1", ...; given names make pandas read line 1 as data
-            options["column_names"] = [str(i) for i in range(_count_columns(file, options.get("delimiter", ",")))]
+            columns = len(next(read_csv_rows(file, cfg.format), []))
+            options["column_names"] = [str(i) for i in range(columns)]
     try:
         ds = datasets.load_dataset(builder, data_files=str(file), split="train", **options)
     except Exception as error:  # the builders raise many types for a malformed file
-        raise DistilError(f"dataset '{cfg.name}': cannot parse {file}: {error}") from error
+        cause = " ".join(str(error).split())  # one line, whatever the builder wrote
+        raise DistilError(f"dataset '{cfg.name}': cannot read {file} as {cfg.format} ({cause}); check that "
+                          f"dataset.format matches the file") from error
     return _canonical_columns(cfg, ds, file.name, split)
 
 
@@ -263,14 +269,6 @@ def _with_language(ds: datasets.Dataset, lang: str) -> datasets.Dataset:
 
 def _strip_html(row: dict) -> dict:
     return {key: HTML_TAG.sub(" ", row[key]) for key in ("text", "text_pair") if key in row}
-
-
-def _count_columns(file: Path, delimiter: str) -> int:
-    """Columns in the first non-empty line (a headerless file names them by index)."""
-    opener = gzip.open if file.suffix == ".gz" else open
-    with opener(file, "rt", encoding="utf-8", errors="replace") as handle:
-        first = next((line for line in handle if line.strip()), "")
-    return len(first.rstrip("\r\n").split(delimiter))
 
 
 def _has_rows(file: Path, header: bool) -> bool:

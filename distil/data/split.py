@@ -7,13 +7,20 @@ class, or N sentences per language) and the transfer set are drawn with the run 
 the transfer set is the rest of train with its labels dropped, or an external file.
 Extra evaluation splits (files keys test_<name>, e.g. MNLI's test_mismatched) are kept as
 shipped, capped like test, and only reported: nothing selects on them.
+
+A dev or test example whose text (a pair: both texts; tagging: the tokens) also occurs in the
+labeled or transfer set would score the student on what it trained on: such examples are counted
+(TaskData.overlap, metrics.json data.overlap) and, with dataset.split.drop_eval_overlap (default),
+their copies are dropped from the transfer set. Texts match exactly after collapsing whitespace,
+case kept. The labeled set is only counted and warned about: it is the user's to choose.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
+import logging
+from dataclasses import dataclass, field
 
 import datasets
 import numpy as np
@@ -23,7 +30,11 @@ from distil.data.load import is_extra_test, load_raw_splits, load_unlabeled_file
 from distil.errors import DistilError
 from distil.tasks import NO_LABEL, Task, make_task
 
+log = logging.getLogger(__name__)
+
 SPLITS = ("labeled", "transfer", "dev", "test")
+TEXT_COLUMNS = ("text", "text_pair", "tokens")  # what an example reads, per task (data/load.py)
+OVERLAP_MATCH = "exact text after collapsing whitespace, case kept"
 
 
 @dataclass
@@ -34,6 +45,9 @@ class TaskData:
     languages: list[str]  # [""] when the dataset is not multilingual
     # labeled/dev/test carry gold labels (tagging: `tags` as ids); transfer carries NO_LABEL
     splits: dict[str, datasets.Dataset]
+    # per evaluation split, how many of its examples also occur in the labeled and transfer sets,
+    # and how many transfer examples were dropped for it (see eval_overlap)
+    overlap: dict = field(default_factory=dict)
 
     @property
     def num_labels(self) -> int:
@@ -88,6 +102,10 @@ def build_task_data(
 
     run_rng = np.random.default_rng(seed)
     labeled, pool = _take_labeled(cfg, task, train, label_names, run_rng)
+    if len(labeled) == 0:
+        raise DistilError(f"dataset '{cfg.name}': no labeled training examples are left after carving dev and "
+                          f"test from train; give a larger train file or lower dataset.split.test_fraction "
+                          f"and dev_fraction")
     if transfer.source == "file":
         pool = load_unlabeled_file(cfg, data_dir)
         pool = pool.add_column("language", [""] * len(pool)).add_column(task.label_column, [NO_LABEL] * len(pool))
@@ -95,9 +113,44 @@ def build_task_data(
         raise DistilError(f"transfer_size '{transfer.name}': unknown source '{transfer.source}'; "
                           f"use pool or file")
     transfer_set = task.drop_labels(_draw_transfer(pool, transfer, len(labeled), run_rng))
-    splits = {"labeled": labeled, "transfer": transfer_set, "dev": encoded["dev"], "test": encoded["test"],
-              **{name: encoded[name] for name in extra_tests}}
-    return TaskData(cfg.name, task, label_names, languages, splits)
+    evaluation = {name: encoded[name] for name in ("dev", "test", *extra_tests)}
+    transfer_set, overlap = eval_overlap(evaluation, labeled, transfer_set, cfg.split.drop_eval_overlap)
+    splits = {"labeled": labeled, "transfer": transfer_set, **evaluation}
+    return TaskData(cfg.name, task, label_names, languages, splits, overlap)
+
+
+def text_keys(ds: datasets.Dataset) -> list[tuple[str, ...]]:
+    """Each example's texts with whitespace collapsed (case kept): what overlap compares."""
+    columns = [ds[name][:] for name in TEXT_COLUMNS if name in ds.column_names]
+    return [tuple(" ".join(v.split() if isinstance(v, str) else " ".join(v).split()) for v in values)
+            for values in zip(*columns, strict=True)]
+
+
+def eval_overlap(evaluation: dict[str, datasets.Dataset], labeled: datasets.Dataset, transfer: datasets.Dataset,
+                 drop: bool) -> tuple[datasets.Dataset, dict]:
+    """(transfer set without the evaluation texts if `drop`, the overlap counts)."""
+    labeled_keys, transfer_keys = set(text_keys(labeled)), text_keys(transfer)
+    transfer_set, held_out, overlap = set(transfer_keys), set(), {}
+    for name, ds in evaluation.items():
+        keys = text_keys(ds)
+        held_out.update(keys)
+        overlap[name] = {"labeled": sum(k in labeled_keys for k in keys),
+                         "transfer": sum(k in transfer_set for k in keys)}
+    dropped = [i for i, key in enumerate(transfer_keys) if key in held_out] if drop else []
+    if dropped:
+        dropped_set = set(dropped)
+        transfer = transfer.select([i for i in range(len(transfer)) if i not in dropped_set])
+        log.info("dropped %d transfer examples that are also dev or test examples", len(dropped))
+    in_transfer = sum(counts["transfer"] for counts in overlap.values())
+    if in_transfer and not drop:
+        log.warning("%d dev/test examples are also in the transfer set (dataset.split.drop_eval_overlap=false)",
+                    in_transfer)
+    in_labeled = {name: counts["labeled"] for name, counts in overlap.items() if counts["labeled"]}
+    if in_labeled:
+        log.warning("examples also in the labeled set, so scored on what the student trained on: %s",
+                    ", ".join(f"{n} {name}" for name, n in in_labeled.items()))
+    overlap.update(transfer_dropped=len(dropped), match=OVERLAP_MATCH)
+    return transfer, overlap
 
 
 def _stratified_split(ds: datasets.Dataset, column: str, fraction: float, rng: np.random.Generator):

@@ -19,6 +19,8 @@ The teacher runs over one shard's examples at a time, in length-sorted batches u
 inference mode, so memory stays at one shard whatever the transfer-set size; each shard is
 written to a .partial file and renamed, so a build interrupted anywhere (Ctrl-C, kill -9)
 resumes at its first missing shard and ends byte-identical to an uninterrupted one.
+A shard whose values are not finite (a diverged teacher, or one whose outputs overflow fp16)
+is refused: the run fails in one line and nothing is cached.
 Training reads rows back with positioned reads (`os.pread`), never the whole file.
 """
 
@@ -39,9 +41,11 @@ from safetensors.torch import save_file
 from distil.config import TeacherConfig
 from distil.data.prepared import PreparedSplit
 from distil.data.split import TaskData
+from distil.errors import DistilError
 from distil.progress import progress_bar
 from distil.store import Artifact, ArtifactStore
 from distil.tasks import Task
+from distil.teacher.finetune import lr_setting
 from distil.teacher.inference import teacher_batches
 
 log = logging.getLogger(__name__)
@@ -79,7 +83,7 @@ def ensure_targets(cfg: TeacherConfig, teacher: Artifact, task: Task, data: Task
     artifact = store.get_or_build(
         "targets", cfg.name, spec(layer, apart),
         lambda out: write_targets(out, task, prepared, layer, cfg.shard_size, cfg.eval_batch_size, load_teacher,
-                                  apart),
+                                  apart, fix=f"lower {lr_setting(cfg.finetune)}"),
         describe=describe,
     )
     if artifact.reused:
@@ -94,8 +98,10 @@ def shard_name(split: str, index: int) -> str:
 
 
 def write_targets(out: Path, task: Task, prepared: dict[str, PreparedSplit], layer: int | None,
-                  shard_size: int, batch_size: int, load_teacher: Callable[[], tuple], apart: bool = False) -> dict:
-    """Write every missing shard into `out` (shards already there are complete: kept)."""
+                  shard_size: int, batch_size: int, load_teacher: Callable[[], tuple], apart: bool = False,
+                  fix: str = "lower the teacher's fine-tuning learning rate") -> dict:
+    """Write every missing shard into `out` (shards already there are complete: kept); `fix` is
+    what the error for a non-finite shard tells the user to do."""
     layout = {"per_token": task.per_token, "layer": layer, "apart": apart, "splits": {}}
     passes = 3 if apart else 1  # the joined pair for the logits, then each sentence alone
     teacher = None
@@ -118,6 +124,7 @@ def write_targets(out: Path, task: Task, prepared: dict[str, PreparedSplit], lay
                 tensors = compute_shard(model, task, examples, np.arange(start, end), tokenizer.pad_token_id,
                                         batch_size, layer, progress=lambda n, bar=bar: progress.advance(bar, n),
                                         apart=apart)
+                check_finite(tensors, split, start, end, fix)
                 path = out / shard_name(split, index)
                 partial = path.with_suffix(".partial")
                 save_file(tensors, partial)
@@ -157,6 +164,15 @@ def compute_shard(model, task: Task, split: PreparedSplit, rows: np.ndarray, pad
         if joint_layer is not None:
             tensors["hidden_offsets"] = torch.from_numpy(hidden_offsets)
     return tensors
+
+
+def check_finite(tensors: dict[str, torch.Tensor], split: str, start: int, end: int, fix: str) -> None:
+    """A shard is cached only if every value is finite: nan or inf targets would train every
+    student of every later run on nothing."""
+    for name in ("logits", "hidden"):
+        if name in tensors and not torch.isfinite(tensors[name]).all():
+            raise DistilError(f"the teacher's {name} on the {split} split (examples {start}-{end - 1}) are not "
+                              f"finite (nan, or beyond float16's range): the teacher diverged; {fix}")
 
 
 CLS = 0  # the position the joined pair's vector is read at (Task.hidden_positions), here of each sentence

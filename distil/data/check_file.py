@@ -1,0 +1,91 @@
+"""The first problem in a tsv / csv / jsonl data file, as one line naming the file, the line and the fix.
+
+The `datasets` builders fail on such files with a generic parser error (or, for a short row, read it
+silently with empty cells), so every text data file is scanned once before it is handed to them.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+from distil.errors import DistilError
+
+# What the builders are told (load.py passes the same options): a tsv keeps bare quotes as text
+# (GLUE's sentences contain them), a csv follows the standard: a quoted field may hold commas.
+CSV_DIALECTS = {"tsv": {"delimiter": "\t", "quoting": csv.QUOTE_NONE}, "csv": {"delimiter": ","}}
+
+
+def check_text_file(file: Path, fmt: str, where: str) -> None:
+    """Raise a DistilError for a binary or non-UTF-8 file, a row with the wrong number of columns
+    (tsv, csv) or a line that is not a JSON object with the first line's keys (jsonl)."""
+    opener = gzip.open if file.suffix == ".gz" else open
+    with opener(file, "rb") as handle:
+        lines = _decoded_lines(handle, file, where)
+        if fmt == "jsonl":
+            _check_jsonl(lines, file, where)
+        else:
+            _check_columns(lines, fmt, file, where)
+
+
+def read_csv_rows(file: Path, fmt: str) -> Iterator[list[str]]:
+    """A tsv/csv file's rows as the builder reads them (blank lines skipped)."""
+    opener = gzip.open if file.suffix == ".gz" else open
+    with opener(file, "rt", encoding="utf-8", errors="replace", newline="") as handle:
+        yield from (row for row in csv.reader(handle, **CSV_DIALECTS[fmt]) if row)
+
+
+def _decoded_lines(handle, file: Path, where: str) -> Iterator[str]:
+    for number, raw in enumerate(handle, start=1):
+        if b"\0" in raw:
+            raise DistilError(f"{where}: {file} is not a text file (a NUL byte on line {number}); "
+                              f"point dataset.files at a UTF-8 text file")
+        try:
+            yield raw.decode("utf-8")
+        except UnicodeDecodeError as error:
+            raise DistilError(f"{where}: {file} line {number} is not UTF-8 (byte 0x{raw[error.start]:02x}); "
+                              f"re-save the file as UTF-8, e.g. iconv -f latin1 -t utf-8") from None
+
+
+def _check_columns(lines: Iterator[str], fmt: str, file: Path, where: str) -> None:
+    reader = csv.reader(lines, **CSV_DIALECTS[fmt])
+    expected = first_line = None
+    for row in reader:
+        if not row:  # blank line: the builder skips it
+            continue
+        if expected is None:
+            expected, first_line = len(row), reader.line_num
+        elif len(row) != expected:
+            hint = ("a tab inside a text?" if fmt == "tsv"
+                    else 'quote a field that holds a comma: "like, this"')
+            raise DistilError(f"{where}: {file} line {reader.line_num} has {_columns(len(row))} where line "
+                              f"{first_line} has {expected}; fix that line ({hint})")
+
+
+def _columns(count: int) -> str:
+    return f"{count} column{'' if count == 1 else 's'}"
+
+
+def _check_jsonl(lines: Iterator[str], file: Path, where: str) -> None:
+    keys = first_line = None
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise DistilError(f"{where}: {file} line {number} is not valid JSON ({error.msg} at column "
+                              f"{error.colno}); fix that line: jsonl holds one JSON object per line") from None
+        if not isinstance(row, dict):
+            raise DistilError(f"{where}: {file} line {number} is not a JSON object; jsonl holds one "
+                              f'object per line, e.g. {{"text": "...", "label": "..."}}')
+        if keys is None:
+            keys, first_line = set(row), number
+        elif set(row) != keys:
+            missing = ", ".join(sorted(keys - set(row))) or "none"
+            extra = ", ".join(sorted(set(row) - keys)) or "none"
+            raise DistilError(f"{where}: {file} line {number} has other keys than line {first_line} (missing: "
+                              f"{missing}; extra: {extra}); give every line the same keys")
