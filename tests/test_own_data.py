@@ -25,9 +25,10 @@ BAD = ["cat the mat on sat", "books she every reads day", "home we early went th
 def write_cola(directory, sizes=(("train", 40), ("dev", 12), ("test", 12))):
     """GLUE CoLA's layout, no header: source, label, original marker, sentence."""
     directory.mkdir(parents=True, exist_ok=True)
-    for split, n in sizes:
-        lines = [f"gj04\t1\t\t{GOOD[i % 4]} {i}" if i % 2 == 0 else f"gj04\t0\t*\t{BAD[i % 4]} {i}"
-                 for i in range(n)]
+    for offset, (split, n) in enumerate(sizes):
+        # numbered apart per split: no dev or test text repeats a training one (those are dropped from transfer)
+        lines = [f"gj04\t1\t\t{GOOD[i % 4]} {1000 * offset + i}" if i % 2 == 0
+                 else f"gj04\t0\t*\t{BAD[i % 4]} {1000 * offset + i}" for i in range(n)]
         (directory / f"{split}.tsv").write_text("\n".join(lines) + "\n")
 
 
