@@ -33,9 +33,11 @@ class FineTuneConfig:
     lr: float = above(0, default=5e-5)
     batch_size: int = at_least(1, default=16)
     epochs: int = at_least(1, default=3)
-    patience: int = at_least(1, default=1)  # dev evaluations without improvement (metric up, or flat with dev loss down) before stopping
+    # dev evaluations without improvement (metric up, or flat with dev loss down) before stopping
+    patience: int = at_least(1, default=1)
     weight_decay: float = at_least(0, default=0.01)
-    warmup_fraction: float = fraction(default=0.1)  # linear warm-up over this share of all steps, then linear decay to 0
+    # linear warm-up over this share of all steps, then linear decay to 0
+    warmup_fraction: float = fraction(default=0.1)
     # The step budget (BERT practice; see distil/conf/teacher/finetune/bert.yaml): train `epochs`
     # passes over the labeled set, raised to at least `min_steps` optimiser steps however small
     # the set, and cut at `max_steps` (None: no cap). Early stopping never ends it before min_steps.
@@ -85,7 +87,8 @@ class StudentConfig:
     embedding_dim: int = at_least(1, default=300)  # transformer students: their hidden_size is their embedding size
     hidden_size: int = at_least(1, default=300)  # LSTM units per direction (pooled vector is 2x); transformer: H
     num_layers: int = at_least(1, default=1)  # LSTM layers, or transformer layers L
-    mlp_hidden_size: int = at_least(1, default=200)  # siamese, tang: the ReLU layer before the output (Tang: 200 or 400)
+    # siamese, tang: the ReLU layer before the output (Tang: 200 or 400)
+    mlp_hidden_size: int = at_least(1, default=200)
     # What the student reads: "words" (lower-cased whitespace words, its own vocabulary) or
     # "wordpieces" (the teacher's); None: what its family reads (rnn: words, the rest: wordpieces)
     tokens: str | None = None
@@ -168,7 +171,8 @@ class SplitConfig:
     dev_fraction: float = fraction(default=0.1, low_open=True)  # used only when the dataset ships no dev file
     labeled_per_class: int | None = at_least(1, default=None)  # classification/pair: N labeled examples per class
     labeled_per_language: int | None = at_least(1, default=None)  # tagging: N labeled sentences per language
-    labeled_count: int | None = at_least(1, default=None)  # any task: N labeled examples drawn at random (regression has no classes)
+    # any task: N labeled examples drawn at random (regression has no classes)
+    labeled_count: int | None = at_least(1, default=None)
     # all None: every training example is labeled
     # dev and test capped at N examples per language (drawn with `seed`): CPU-sized evaluation
     max_eval_per_language: int | None = at_least(1, default=None)
