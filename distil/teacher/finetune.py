@@ -164,6 +164,10 @@ class DevSelection(float):
         return DevSelection, (float(self), self.loss)
 
 
+# fit's checkpoints hold dev selections and are read with torch.load(weights_only=True)
+torch.serialization.add_safe_globals([DevSelection])
+
+
 def _finetune(cfg: TeacherConfig, task: Task, data: TaskData, prepared: dict[str, PreparedSplit], seed: int,
               hub_offline: bool, out: Path) -> dict:
     hp = cfg.finetune
