@@ -312,7 +312,8 @@ class StageTrainer:
             steps.append((name, unfrozen))
         return steps
 
-    def step(self, name: str, trainable: list[torch.nn.Parameter], checkpoint: ScheduleCheckpoint | None = None) -> dict:
+    def step(self, name: str, trainable: list[torch.nn.Parameter],
+             checkpoint: ScheduleCheckpoint | None = None) -> dict:
         trainable_ids = {id(p) for p in trainable}
         for p in self.model.parameters():
             p.requires_grad_(id(p) in trainable_ids)
