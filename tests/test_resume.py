@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
@@ -211,3 +212,14 @@ def test_killed_ten_times_in_every_phase_ends_with_identical_metrics(tmp_path):
         run_until(killed_dir, f"{attempt}-final")
         resumed = json.loads((killed_dir / "runs" / f"{attempt}-final" / "metrics.json").read_text())
         assert comparable(resumed) == comparable(reference)
+
+
+def test_checkpoint_benchmark_writes_its_table(tmp_path):
+    from distil.bench_checkpoint import main
+
+    main(["--quick", "--epochs", "1", "--out", str(tmp_path)])
+    table = pd.read_csv(tmp_path / "bench_checkpoint.csv")
+    assert list(table["checkpoint"]) == ["none", "every epoch", "every 60 s (default)"] * 2
+    # every epoch: the one epoch and the step's end; throttled: the step's end only
+    assert list(table["saves"]) == [0, 2, 1] * 2
+    assert (tmp_path / "bench_checkpoint.md").read_text().startswith("# Checkpoint cost")
