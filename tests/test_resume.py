@@ -66,23 +66,24 @@ def count_dev_scores(monkeypatch, kill_at: int | None = None) -> list[int]:
     return calls
 
 
-@pytest.mark.parametrize("schedule, kills", [
+@pytest.mark.parametrize("args, kills", [
     # d4.2: S1 has 3 unfreezing steps of a baseline + 3 epochs: the 5th evaluation is S1's second
     # step's baseline (resumed from the step boundary), the 19th S2's second step after its first epoch
-    ("d4.2", {5: "resuming d4.2 S1 (repr_kl) unfreeze bilstm at its start from",
-              19: "resuming d4.2 S2 (logit_mse) unfreeze projection after epoch 1 from"}),
-    ("d1", {3: "resuming d1 S1 (ce+logit_mse) after epoch 1 from"}),
+    (["schedule=d4.2", "trainer.labels_only_epochs=4"],
+     {5: "resuming d4.2 S1 (repr_kl) unfreeze bilstm at its start from",
+      19: "resuming d4.2 S2 (logit_mse) unfreeze projection after epoch 1 from"}),
+    (["schedule=d1"], {3: "resuming d1 S1 (ce+logit_mse) after epoch 1 from"}),
 ])
-def test_interrupted_schedule_resumes_to_identical_metrics(tmp_path, monkeypatch, schedule, kills):
+def test_interrupted_schedule_resumes_to_identical_metrics(tmp_path, monkeypatch, args, kills):
     calls = count_dev_scores(monkeypatch)
-    reference, _ = distil_in_process(tmp_path, monkeypatch, "reference", f"schedule={schedule}")
+    reference, _ = distil_in_process(tmp_path, monkeypatch, "reference", *args)
     evaluations = calls[0]
     for kill_at, resume_line in kills.items():
         count_dev_scores(monkeypatch, kill_at)
         with pytest.raises(Killed):
-            distil_in_process(tmp_path, monkeypatch, f"killed-{kill_at}", f"schedule={schedule}")
+            distil_in_process(tmp_path, monkeypatch, f"killed-{kill_at}", *args)
         calls = count_dev_scores(monkeypatch)
-        resumed, log = distil_in_process(tmp_path, monkeypatch, f"resumed-{kill_at}", f"schedule={schedule}")
+        resumed, log = distil_in_process(tmp_path, monkeypatch, f"resumed-{kill_at}", *args)
         assert resume_line in log
         assert calls[0] == evaluations - (kill_at - 1)  # only what was not checkpointed runs again
         assert comparable(resumed) == comparable(reference)
@@ -166,23 +167,24 @@ def test_nonfinite_loss_stops_the_stage_and_names_the_epoch(tmp_path, monkeypatc
 # ---------------------------------------------------------------------------------------------
 # The issue's "Done when": the real console script, killed with SIGKILL in every phase.
 
-DISTIL = shutil.which("distil")
+# the console script of the Python running the tests (its venv's bin need not be on PATH)
+DISTIL = next((str(p) for p in [Path(sys.executable).parent / "distil"] if p.is_file()), shutil.which("distil"))
 # A smoke run made long enough to be killed inside each phase: more fine-tuning evaluations,
 # a shard per 4 examples, every stage epoch checkpointed.
 KILL_RUN = ["debug=smoke", "schedule=d4.2", EVERY_EPOCH, "teacher.finetune.epochs=6", "teacher.finetune.patience=6",
             "teacher.shard_size=4"]
 # (phase, the first log line of it that a run prints, the most a kill waits after it in seconds);
 # a run resumed past a phase's first line still prints a "resuming" line with its stage
-PHASES = [("fine-tuning", "data toy", 0.3), ("caching", "fine-tuned teacher", 0.2),
-          ("S1", "d4.2 S1 (", 0.4), ("S2", "d4.2 S2 (", 0.4), ("S3", "d4.2 S3 (", 0.4)]
+PHASES = [("fine-tuning", "data toy", 0.2), ("caching", "fine-tuned teacher", 0.03),
+          ("S1", "d4.2 S1 (", 0.1), ("S2", "d4.2 S2 (", 0.1), ("S3", "d4.2 S3 (", 0.3)]
 
 
-def run_until(cwd: Path, run: str, marker: str | None = None, delay: float = 0.0) -> subprocess.CompletedProcess | None:
-    """Run the console script; with `marker`, SIGKILL it `delay` seconds after that line is logged."""
+def run_until(cwd: Path, run: str, marker: str | None = None, delay: float = 0.0) -> int:
+    """Run the console script (its exit code); with `marker`, SIGKILL it `delay` seconds after that line is logged."""
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
     args = [DISTIL, *KILL_RUN, f"hydra.run.dir=runs/{run}"]
     if marker is None:
-        return subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=600, check=True)
+        return subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=600).returncode
     process = subprocess.Popen(args, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     for line in process.stdout:
         if marker in line:
@@ -190,8 +192,7 @@ def run_until(cwd: Path, run: str, marker: str | None = None, delay: float = 0.0
             process.send_signal(signal.SIGKILL)
             break
     process.stdout.close()
-    process.wait(timeout=600)
-    return None
+    return process.wait(timeout=600)
 
 
 @pytest.mark.slow
@@ -208,8 +209,11 @@ def test_killed_ten_times_in_every_phase_ends_with_identical_metrics(tmp_path):
         shutil.rmtree(killed_dir, ignore_errors=True)
         killed_dir.mkdir()
         for phase, marker, most in PHASES:
-            run_until(killed_dir, f"{attempt}-{phase}", marker, chooser.uniform(0, most))
-        run_until(killed_dir, f"{attempt}-final")
+            code = run_until(killed_dir, f"{attempt}-{phase}", marker, chooser.uniform(0, most))
+            assert code == -signal.SIGKILL, f"the run for {phase} ended ({code}) before it was killed"
+            log = (killed_dir / "runs" / f"{attempt}-{phase}" / "distil.log").read_text().splitlines()
+            print(phase, "killed after:", log[-1] if log else "-")  # shown if the test fails
+        assert run_until(killed_dir, f"{attempt}-final") == 0
         resumed = json.loads((killed_dir / "runs" / f"{attempt}-final" / "metrics.json").read_text())
         assert comparable(resumed) == comparable(reference)
 
@@ -223,3 +227,16 @@ def test_checkpoint_benchmark_writes_its_table(tmp_path):
     # every epoch: the one epoch and the step's end; throttled: the step's end only
     assert list(table["saves"]) == [0, 2, 1] * 2
     assert (tmp_path / "bench_checkpoint.md").read_text().startswith("# Checkpoint cost")
+
+
+def test_checkpoint_key_changes_with_what_changes_training(smoke_cfg):
+    from distil.checkpoint import training_key
+
+    base = training_key(smoke_cfg(), "en")
+    assert training_key(smoke_cfg(), "en") == base
+    assert training_key(smoke_cfg("trainer.checkpoint_every_seconds=5"), "en") == base  # when to save: not what
+    assert training_key(smoke_cfg("trainer.speed_examples=3"), "en") == base
+    for changed in (training_key(smoke_cfg(), "de"), training_key(smoke_cfg("trainer.lr=0.5"), "en"),
+                    training_key(smoke_cfg("seed=2"), "en"), training_key(smoke_cfg("schedule=d4.2"), "en"),
+                    training_key(smoke_cfg("teacher.finetune.epochs=9"), "en")):
+        assert changed != base
