@@ -92,7 +92,20 @@ class ScheduleCheckpoint:
     def __init__(self, directory: Path, every_seconds: float = 0.0):
         self.directory = Path(directory)
         self.file = Checkpoint(self.directory / "schedule.pt", every_seconds)
-        self.state: dict | None = self.file.load()
+        self.state: dict | None = self._readable()
+
+    def _readable(self) -> dict | None:
+        """The saved state, or None if there is none or it cannot be used (then training starts over)."""
+        try:
+            state = self.file.load()
+        except Exception as error:  # noqa: BLE001 - any unreadable file: the schedule is only redone
+            problem = f"unreadable ({type(error).__name__})"
+        else:
+            if state is None or state.get("format") == FORMAT_VERSION:
+                return state
+            problem = f"format {state.get('format')}, not {FORMAT_VERSION}"
+        log.warning("checkpoint %s is %s: training the student from the start", self.file, problem)
+        return None
 
     @property
     def next_step(self) -> int:

@@ -240,3 +240,39 @@ def test_checkpoint_key_changes_with_what_changes_training(smoke_cfg):
                     training_key(smoke_cfg("seed=2"), "en"), training_key(smoke_cfg("schedule=d4.2"), "en"),
                     training_key(smoke_cfg("teacher.finetune.epochs=9"), "en")):
         assert changed != base
+
+
+def test_unreadable_checkpoint_is_reported_and_training_starts_over(tmp_path, monkeypatch):
+    reference, _ = distil_in_process(tmp_path, monkeypatch, "reference", "schedule=d1")
+    count_dev_scores(monkeypatch, kill_at=3)
+    with pytest.raises(Killed):
+        distil_in_process(tmp_path, monkeypatch, "killed", "schedule=d1")
+    [saved] = (tmp_path / "outputs" / "cache" / "checkpoints").glob("*/schedule.pt")
+    saved.write_bytes(saved.read_bytes()[:100])  # as a disk that lost the file's end
+    count_dev_scores(monkeypatch)
+    rerun, log = distil_in_process(tmp_path, monkeypatch, "rerun", "schedule=d1")
+    assert f"checkpoint {saved.relative_to(tmp_path)} is unreadable (RuntimeError): training the student " \
+           f"from the start" in log
+    assert comparable(rerun) == comparable(reference)
+
+
+def test_checkpoint_lock_is_held_while_the_student_trains(tmp_path, monkeypatch):
+    """A second run of the same command waits instead of writing the same checkpoint."""
+    import fcntl
+
+    held, score = [], StageTrainer.dev_score
+
+    def try_the_lock(self):
+        if not held:
+            [lock] = (tmp_path / "outputs" / "cache" / "locks").glob("checkpoint-*.lock")
+            with lock.open("a") as other:
+                try:
+                    fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    held.append(False)
+                except BlockingIOError:
+                    held.append(True)
+        return score(self)
+
+    monkeypatch.setattr(StageTrainer, "dev_score", try_the_lock)
+    distil_in_process(tmp_path, monkeypatch, "run", "schedule=d1")
+    assert held == [True]
