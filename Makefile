@@ -26,9 +26,10 @@ test:  ## the default (fast, offline) test suite
 test-slow:  ## reproduction runs on real data
 	$(PYTHON) -m pytest -q -m slow
 
-bench:  ## speed and size of teacher-sized models vs students, then the teacher cache -> outputs/tables/bench*.{md,csv}
+bench:  ## speed and size of teacher-sized models vs students, the teacher cache, checkpoint cost -> outputs/tables/bench*.{md,csv}
 	distil-bench
 	distil-bench-cache
+	$(PYTHON) -m distil.bench_checkpoint
 
 schedules-xd:  ## XtremeDistil's strategies D0-D4.2 on SST-2 (low resource) -> one table
 	distil -m schedule=d0,d0-s,d1,d2,d3.1,d3.2,d4.1,d4.2 $(SST2_LOW) hydra.sweep.dir=outputs/multirun/schedules-xd

@@ -267,6 +267,11 @@ class TrainerConfig:
     grad_clip: float = at_least(0, default=5.0)  # 0: no clipping
     threads: int = within(1, 256, default=2)  # more makes torch start threads until memory runs out
     speed_examples: int = at_least(0, default=256)  # examples timed for the inference-speed ratio; 0 = skip
+    # A student's training is checkpointed at the end of every stage step, and after an epoch only
+    # when this long has passed since the last save (0: after every epoch). A killed run resumes from
+    # the last checkpoint (distil/checkpoint.py); saving the BiLSTM's weights and Adam's state takes
+    # ~0.1 s, too much after every epoch of a small labeled stage.
+    checkpoint_every_seconds: float = at_least(0, default=60.0)
 
 
 @dataclass

@@ -17,6 +17,7 @@ import transformers
 from omegaconf import OmegaConf
 from safetensors.torch import save_file
 
+from distil.checkpoint import schedule_checkpoint
 from distil.config import Config, StudentConfig, TeacherConfig, check_config
 from distil.data.prepared import PreparedSplit
 from distil.data.ragged import Ragged, Tokens
@@ -130,7 +131,7 @@ def run(cfg: Config, run_dir: Path, choices: dict, overrides: list[str]) -> dict
         for lang in data.languages:
             log.info("student for language %s", lang)
             results[lang] = train_student(cfg, task, data, {n: s.language(lang) for n, s in splits.items()},
-                                          teacher_vocab)
+                                          teacher_vocab, language=lang)
             save_student(results[lang], cfg, task, data, tokenizer, run_dir / f"student-{lang}")
         student = _merge_languages(results, task)
         first = next(iter(results.values()))
@@ -289,7 +290,7 @@ def training_batch_size(cfg: Config) -> tuple[int, str]:
 
 
 def train_student(cfg: Config, task: Task, data: TaskData, splits: dict[str, Split],
-                  teacher_vocab: TeacherVocab) -> StudentResult:
+                  teacher_vocab: TeacherVocab, language: str | None = None) -> StudentResult:
     """Trim a vocabulary to the training tokens, build the student, run the schedule."""
     tokens = {name: student_tokens(cfg, task, split.prepared) for name, split in splits.items()}
     if reads_words(cfg.student):
@@ -321,7 +322,11 @@ def train_student(cfg: Config, task: Task, data: TaskData, splits: dict[str, Spl
                     [] if reads_words(cfg.student) else vocab.map(teacher_vocab.special_ids))
     batch_size, chosen_by = training_batch_size(cfg)
     trainer = OmegaConf.merge(cfg.trainer, {"batch_size": batch_size})  # what every stage and lr schedule reads
-    stages = run_schedule(cfg.schedule, trainer, model, student_splits, evaluate_split, task, cfg.seed, PAD)
+    # keyed by the data it trains on too (split sizes, vocabulary), and for D0 by its language
+    trains_on = [language, {name: len(split) for name, split in student_splits.items()}, vocab.teacher_ids]
+    with schedule_checkpoint(cfg, *trains_on) as checkpoint:  # a killed run resumes from here
+        stages = run_schedule(cfg.schedule, trainer, model, student_splits, evaluate_split, task, cfg.seed, PAD,
+                              checkpoint)
     for record in stages:
         record["batch_size_from"] = chosen_by
     # the model is the last step's best on dev: its extra test splits are scored once, after selection

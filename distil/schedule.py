@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from distil.checkpoint import ScheduleCheckpoint
 from distil.config import ScheduleConfig, StageConfig, TrainerConfig
 from distil.data.batching import balanced_batch_count, balanced_batches, pad_labels, shuffled_batches
 from distil.data.ragged import Ragged, Tokens
@@ -181,14 +182,37 @@ def run_schedule(
     task: Task,
     seed: int,
     pad_id: int = 0,
+    checkpoint: ScheduleCheckpoint | None = None,
 ) -> list[dict]:
     """Train `model` stage by stage; one record per stage step with its dev and test scores
-    (test is only reported, never used to choose)."""
+    (test is only reported, never used to choose). With `checkpoint`, every finished step and
+    (as trainer.checkpoint_every_seconds allows) epoch is saved, and a schedule that was
+    interrupted continues from there: steps already finished are not run again."""
     rng = np.random.default_rng(seed)
-    records = []
+    records, first = (checkpoint.finished_records(), checkpoint.next_step) if checkpoint else ([], 0)
+    at_step_start = checkpoint is not None and checkpoint.at_step_start()
+    if at_step_start:
+        checkpoint.restore_step_start(model, rng)
+    number = 0  # steps over all stages, in the order they run
     for stage in schedule.stages:
-        trainer_for_stage = StageTrainer(schedule.name, stage, trainer, model, splits, evaluate, task, rng, pad_id)
-        records.extend(trainer_for_stage.run())
+        stage_trainer = StageTrainer(schedule.name, stage, trainer, model, splits, evaluate, task, rng, pad_id)
+        steps = stage_trainer.steps()
+        for index, (name, trainable) in enumerate(steps):
+            number += 1
+            if number <= first:
+                continue  # finished before an interruption
+            if at_step_start and number == first + 1:
+                log.info("resuming %s at its start from %s", stage_trainer.description(name), checkpoint.directory)
+            record = stage_trainer.step(name, trainable, checkpoint)
+            records.append(record)
+            if record.get("nonfinite"):
+                number += len(steps) - index - 1  # the stage stops: its later steps are skipped
+            if checkpoint is not None:
+                checkpoint.step_done(number, records, model, rng)
+            if record.get("nonfinite"):
+                break
+        for p in model.parameters():
+            p.requires_grad_(True)
     return records
 
 
@@ -275,18 +299,21 @@ class StageTrainer:
         """What selects the best epoch: higher is better."""
         return -self.dev_loss() if self.select_on_loss else self.evaluate(self.model, "dev")[self.metric]
 
-    def run(self) -> list[dict]:
-        if self.stage.unfreeze == "none":
-            return [self.step("all", [p for p in self.model.parameters()])]
-        records, unfrozen = [], []
-        for name, params in unfreezing_groups(self.model, self.stage):
-            unfrozen.extend(params)  # once a layer is unfrozen it stays so (Algorithm 1)
-            records.append(self.step(name, unfrozen))
-        for p in self.model.parameters():
-            p.requires_grad_(True)
-        return records
+    def description(self, step: str) -> str:
+        return self.label if step == "all" else f"{self.label} unfreeze {step}"
 
-    def step(self, name: str, trainable: list[torch.nn.Parameter]) -> dict:
+    def steps(self) -> list[tuple[str, list[torch.nn.Parameter]]]:
+        """(name, parameters it trains) of each step: one, or one per layer group."""
+        if self.stage.unfreeze == "none":
+            return [("all", list(self.model.parameters()))]
+        steps, unfrozen = [], []
+        for name, params in unfreezing_groups(self.model, self.stage):
+            unfrozen = unfrozen + params  # once a layer is unfrozen it stays so (Algorithm 1)
+            steps.append((name, unfrozen))
+        return steps
+
+    def step(self, name: str, trainable: list[torch.nn.Parameter],
+             checkpoint: ScheduleCheckpoint | None = None) -> dict:
         trainable_ids = {id(p) for p in trainable}
         for p in self.model.parameters():
             p.requires_grad_(id(p) in trainable_ids)
@@ -298,14 +325,14 @@ class StageTrainer:
         if self.trainer.lr_schedule == "cosine":
             steps = epochs * self.batches_per_epoch()
             scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=steps, eta_min=self.trainer.lr_min)
-        description = self.label if name == "all" else f"{self.label} unfreeze {name}"
+        description = self.description(name)
         result = fit(
             self.model, optimizer,
             self.batches,
             lambda rows: self.loss(self.pool, rows), self.dev_score,
             epochs=epochs, patience=self.stage.patience or self.trainer.patience,
             grad_clip=self.trainer.grad_clip, scheduler=scheduler, description=description,
-            baseline=True,
+            baseline=True, checkpoint=checkpoint.for_step(description) if checkpoint else None, rng=self.rng,
         )
         dev, test = self.evaluate(self.model, "dev"), self.evaluate(self.model, "test")
         dev_loss = -result.best_dev if self.select_on_loss else self.dev_loss()
@@ -320,4 +347,5 @@ class StageTrainer:
             "selected_on": "dev loss" if self.select_on_loss else f"dev {self.metric}",
             "best_epoch": result.best_epoch, "epochs_run": result.epochs_run, "seconds": round(result.seconds, 1),
             "dev": dev, "dev_loss": dev_loss, "test": test, "history": result.history,
+            **({"nonfinite": result.nonfinite} if result.nonfinite else {}),
         }

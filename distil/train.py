@@ -7,16 +7,17 @@ dev are restored before `fit` returns.
 from __future__ import annotations
 
 import logging
-import os
+import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import torch
 
+from distil.checkpoint import Checkpoint
 from distil.progress import progress_bar
 
 log = logging.getLogger(__name__)
@@ -31,6 +32,16 @@ class FitResult:
     epochs_run: int
     seconds: float
     history: list[dict[str, float]] = field(default_factory=list)
+    # where a non-finite training loss stopped training ("epoch 2, batch 17"), or None
+    nonfinite: str | None = None
+
+
+class CheckpointLike(Protocol):
+    """Where `fit` keeps its state between epochs (distil.checkpoint.Checkpoint, StepCheckpoint)."""
+
+    def load(self) -> dict | None: ...
+    def due(self) -> bool: ...
+    def save(self, state: dict) -> None: ...
 
 
 def fit(
@@ -46,7 +57,7 @@ def fit(
     scheduler: torch.optim.lr_scheduler.LRScheduler | None = None,
     description: str = "training",
     baseline: bool = False,
-    checkpoint: Path | None = None,
+    checkpoint: Path | CheckpointLike | None = None,
     rng: np.random.Generator | None = None,
 ) -> FitResult:
     """Train for up to `epochs`, stop after `patience` epochs without a better dev score.
@@ -54,31 +65,30 @@ def fit(
     `batches(epoch)` gives that epoch's batches, `loss_fn(batch)` the scalar loss,
     `evaluate()` the dev score (higher is better). With `baseline`, the model as it
     comes in is scored first and counts as epoch 0: if no epoch beats it, it is restored.
-    With `checkpoint`, every finished epoch is saved there (model, optimiser, scheduler,
-    the torch and `rng` random states, early-stopping state), and a run that finds one
-    continues after that epoch exactly as if it had never stopped.
+    With `checkpoint` (a file, or a checkpoint object that says when a save is due), finished
+    epochs are saved there (model, optimiser, scheduler, the torch and `rng` random states,
+    early-stopping state), and a run that finds one continues after that epoch exactly as if it
+    had never stopped. A non-finite training loss stops training at once, before it changes the
+    weights; the best weights so far are restored and `FitResult.nonfinite` says where it was.
     """
     start = time.perf_counter()
-    best_dev, best_epoch, best_state = float("-inf"), 0, None
-    history: list[dict[str, float]] = []
-    first_epoch, stopped = 1, False
-    if checkpoint is not None and checkpoint.is_file():
-        state = torch.load(checkpoint, weights_only=False)
-        model.load_state_dict(state["model"])
-        optimizer.load_state_dict(state["optimizer"])
-        if scheduler is not None:
-            scheduler.load_state_dict(state["scheduler"])
-        torch.set_rng_state(state["torch_rng"])
-        if rng is not None:
-            rng.bit_generator.state = state["numpy_rng"]
+    if isinstance(checkpoint, Path):
+        checkpoint = Checkpoint(checkpoint)
+    state = checkpoint.load() if checkpoint is not None else None
+    if state is not None:
+        _restore(state, model, optimizer, scheduler, rng)
+        log.info("resuming %s after epoch %d from %s", description, state["epoch"], checkpoint)
         best_dev, best_epoch, best_state = state["best_dev"], state["best_epoch"], state["best_state"]
         history, first_epoch, stopped = state["history"], state["epoch"] + 1, state["stopped"]
-        log.info("%s: resuming after epoch %d from %s", description, state["epoch"], checkpoint)
-    elif baseline:
-        model.eval()
-        best_dev = evaluate()
-        best_state = _snapshot(model)
-        history.append({"epoch": 0, "dev": best_dev})
+    else:
+        best_dev, best_epoch, best_state = float("-inf"), 0, None
+        history, first_epoch, stopped = [], 1, False
+        if baseline:
+            model.eval()
+            best_dev = evaluate()
+            best_state = _snapshot(model)
+            history.append({"epoch": 0, "dev": best_dev})
+    nonfinite = None
     trainable = [p for p in model.parameters() if p.requires_grad]
     with progress_bar() as progress:
         task = progress.add_task(description, total=None, status="")
@@ -90,8 +100,14 @@ def fit(
                             description=f"{description} epoch {epoch}/{epochs}")
             model.train()
             running, seen = 0.0, 0
-            for batch in epoch_batches:
+            for number, batch in enumerate(epoch_batches, 1):
                 loss = loss_fn(batch)
+                value = loss.item()
+                if not math.isfinite(value):  # stop before it reaches the weights
+                    nonfinite = f"epoch {epoch}, batch {number}"
+                    log.warning("%s: training loss is %s at epoch %d, batch %d: stopping, keeping the best "
+                                "weights so far (epoch %d)", description, value, epoch, number, best_epoch)
+                    break
                 optimizer.zero_grad(set_to_none=True)
                 loss.backward()
                 if grad_clip:
@@ -99,8 +115,10 @@ def fit(
                 optimizer.step()
                 if scheduler is not None:
                     scheduler.step()
-                running, seen = running + loss.item(), seen + 1
+                running, seen = running + value, seen + 1
                 progress.update(task, advance=1, status=f"loss {running / seen:.4f}")
+            if nonfinite:
+                break
             model.eval()
             dev = evaluate()
             history.append({"epoch": epoch, "train_loss": running / max(seen, 1), "dev": dev})
@@ -112,8 +130,8 @@ def fit(
             elif epoch - best_epoch >= patience:
                 log.info("%s: no dev improvement for %d epochs, stopping", description, patience)
                 stopped = True
-            if checkpoint is not None:
-                _save_checkpoint(checkpoint, {
+            if checkpoint is not None and checkpoint.due():
+                checkpoint.save({
                     "epoch": epoch, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
                     "scheduler": scheduler.state_dict() if scheduler is not None else None,
                     "torch_rng": torch.get_rng_state(), "numpy_rng": rng.bit_generator.state if rng else None,
@@ -125,13 +143,18 @@ def fit(
         model.load_state_dict(best_state)  # restore the best model on dev
     model.eval()
     epochs_run = sum(1 for h in history if h["epoch"] > 0)
-    return FitResult(best_dev, best_epoch, epochs_run, time.perf_counter() - start, history)
+    return FitResult(best_dev, best_epoch, epochs_run, time.perf_counter() - start, history, nonfinite)
 
 
-def _save_checkpoint(path: Path, state: dict) -> None:
-    partial = path.with_suffix(".partial")
-    torch.save(state, partial)
-    os.replace(partial, path)  # a checkpoint is whole or absent
+def _restore(state: dict, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
+             scheduler: torch.optim.lr_scheduler.LRScheduler | None, rng: np.random.Generator | None) -> None:
+    model.load_state_dict(state["model"])
+    optimizer.load_state_dict(state["optimizer"])
+    if scheduler is not None:
+        scheduler.load_state_dict(state["scheduler"])
+    torch.set_rng_state(state["torch_rng"])
+    if rng is not None:
+        rng.bit_generator.state = state["numpy_rng"]
 
 
 def _snapshot(model: torch.nn.Module) -> dict[str, torch.Tensor]:

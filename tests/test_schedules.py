@@ -261,8 +261,9 @@ def test_restore_best_keeps_the_better_model_when_a_later_step_is_worse(smoke_cf
     wrecking = smoke_cfg(f"schedule={schedule}", "trainer.epochs=2", "trainer.optimizer=sgd", "trainer.lr=1e4",
                          "trainer.grad_clip=0", "trainer.lr_schedule=constant")
     records = run_schedule(wrecking.schedule, wrecking.trainer, model, splits, evaluate, CLASSIFICATION, seed=1)
-    worse = [h["dev"] for r in records for h in r["history"] if h["epoch"] > 0]
-    assert min(worse) < good_dev, "the wrecking run should make some epoch worse"
+    # an epoch worse on dev, or a loss so large it is not finite (fit stops at once: distil.train)
+    wrecked = [h["dev"] < good_dev for r in records for h in r["history"] if h["epoch"] > 0]
+    assert any(wrecked + [bool(r.get("nonfinite")) for r in records]), "the wrecking run should wreck something"
     assert all(r["best_epoch"] == 0 for r in records if r["name"] == records[-1]["name"])
     assert evaluate(model, "dev")["accuracy"] == good_dev
     final = snapshot(model)

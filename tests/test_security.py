@@ -36,9 +36,7 @@ def occurrences(pattern: re.Pattern) -> list[str]:
 
 
 @pytest.mark.parametrize("name", [
-    pytest.param("weights_only=False", marks=pytest.mark.xfail(
-        strict=False, reason="distil/train.py's fit checkpoint load: fixed by the resume helper's branch")),
-    "trust_remote_code=True", "pickle.load", "eval(", "exec(",
+    "weights_only=False", "trust_remote_code=True", "pickle.load", "eval(", "exec(",
 ])
 def test_package_source_never_unpickles_or_runs_code(name):
     assert occurrences(FORBIDDEN[name]) == []
@@ -78,7 +76,6 @@ def test_a_grid_checkpoint_round_trips_with_weights_only(tmp_path):
     assert isinstance(selection, finetune.DevSelection) and (float(selection), selection.loss) == (0.5, 1.25)
 
 
-@pytest.mark.xfail(strict=False, reason="distil/train.py's fit checkpoint load: fixed by the resume helper's branch")
 def test_a_fit_checkpoint_that_would_run_code_is_refused(tmp_path):
     marker, checkpoint = tmp_path / "ran", tmp_path / "checkpoint.pt"
     torch.save({"epoch": 1, "model": Planted(marker)}, checkpoint)

@@ -208,24 +208,24 @@ def shard_bytes_of(path):
 def test_finetuning_killed_after_an_epoch_resumes_from_its_checkpoint(smoke_cfg, monkeypatch):
     """An interrupted fine-tuning continues from the last finished epoch and ends with the
     same weights as one that was never interrupted."""
-    import distil.train as train
+    from distil.checkpoint import Checkpoint
 
     cfg = smoke_cfg("teacher.finetune.epochs=3", "teacher.finetune.patience=3")
     task, data, prepared, store = setup(cfg)
     reference_store = ArtifactStore(cfg.paths.cache + "-reference")
     reference = ensure_teacher(cfg.teacher, task, data, prepared, reference_store, cfg.seed, True)
 
-    saved, epochs_seen = train._save_checkpoint, []
+    saved, epochs_seen = Checkpoint.save, []
 
-    def save_then_die(path, state):
-        saved(path, state)
+    def save_then_die(checkpoint, state):
+        saved(checkpoint, state)
         epochs_seen.append(state["epoch"])
         if state["epoch"] == 2:
             raise KeyboardInterrupt  # as Ctrl-C after the second epoch's checkpoint
-    monkeypatch.setattr(train, "_save_checkpoint", save_then_die)
+    monkeypatch.setattr(Checkpoint, "save", save_then_die)
     with pytest.raises(KeyboardInterrupt):
         ensure_teacher(cfg.teacher, task, data, prepared, store, cfg.seed, True)
-    monkeypatch.setattr(train, "_save_checkpoint", saved)
+    monkeypatch.setattr(Checkpoint, "save", saved)
     resumed = ensure_teacher(cfg.teacher, task, data, prepared, store, cfg.seed, True)
     assert epochs_seen == [1, 2]
     assert resumed.info["history"] == reference.info["history"]
