@@ -5,6 +5,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 PLACEHOLDER = re.compile(r"<[a-z ]+>")  # <path>, <file>, <cause>: the parts that vary
+# A message a test spells over several lines as adjacent string literals ("... " newline "...") reads as one.
+CONTINUATION = re.compile(r"""(["'])\s*\\?\n\s*f?\1""")
 
 
 def rows() -> list[tuple[str, str, str]]:
@@ -25,7 +27,7 @@ def test_every_row_names_an_existing_test_that_asserts_its_message():
     for case, message, node in rows():
         path, _, name = node.partition("::")
         function, _, param = name.partition("[")
-        source = (REPO / path).read_text()
+        source = CONTINUATION.sub("", (REPO / path).read_text())
         assert re.search(rf"^def {re.escape(function)}\(", source, re.M), f"{case}: no test {node}"
         assert param.rstrip("]") in source, f"{case}: no parameter id {param} in {path}"
         for fixed in PLACEHOLDER.split(message):
