@@ -94,7 +94,7 @@ def check_overrides(args: list[str], conf_dir: Path) -> str | None:
             for option in values:
                 if str(option) not in options:
                     return f"unknown {key} '{option}'; choose one of: {', '.join(options)}"
-        elif not override.is_add():  # `+new.key=v` adds a key on purpose
+        else:  # `+key=v` too: it may add to a free-form map (dataset.files, schedule.weights), not to the schema
             problem = _check_key(key.split("."))
             if problem:
                 return problem
