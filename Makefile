@@ -23,7 +23,7 @@ demo:  ## the default run: minilm teacher -> BiLSTM student on BBC News, offline
 test:  ## the default (fast, offline) test suite
 	$(PYTHON) -m pytest -q
 
-test-slow:  ## reproduction runs on real data
+test-slow:  ## slow tests: reproduction runs on real data, the kill-and-resume test
 	$(PYTHON) -m pytest -q -m slow
 
 bench:  ## speed and size of teacher-sized models vs students, the teacher cache, checkpoint cost -> outputs/tables/bench*.{md,csv}
