@@ -1,0 +1,1 @@
+"""Paper tables as data: presets, their cells (content-keyed runs), and their rendering."""

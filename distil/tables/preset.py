@@ -1,0 +1,97 @@
+"""A paper's table as data: `distil/conf/table/<paper>-table<N>.yaml` (one file per table).
+
+A preset says which runs fill the table (a sweep of overrides at two scales), where each
+number comes from in their metrics.json, how the table is laid out, and what the paper
+published, so `distil-table` can run the missing cells and print ours beside the paper's.
+
+    name: xtremedistil-table3          # the file name without .yaml; outputs/tables/<name>.{md,csv,tex,png}
+    paper: XtremeDistil (Mukherjee & Awadallah, ACL 2020)
+    table: Table 3
+    title: Distillation strategies over transfer-set sizes
+    kind: sweep                        # sweep (runs) | data (dataset summaries) | bench (distil-bench rows)
+    value: student.test.accuracy       # sweep: a dotted path into metrics.json; data: a summary field;
+                                       # bench: a column of outputs/tables/bench.csv
+    format: percent                    # percent (x100, 2 decimals) | number | ratio (x, 1 decimal) | count
+    rows_from: null                    # null: the rows below; "stages" (each stage/step of the one run of a
+                                       # column: XtremeDistil Table 4) or "languages" (per-language scores: Table 17)
+    scales:
+      cpu:   {base: [+experiment=sst2-low, trainer.epochs=4], seeds: [1]}
+      paper: {base: [teacher=mbert, dataset=wikiann], seeds: [1]}
+    rows:                              # label -> overrides, the same at both scales ...
+      - {label: D0, overrides: [schedule=d0]}
+      - {label: D1, overrides: {cpu: [schedule=d1], paper: [schedule=d1]}}   # ... or per scale
+    columns:                           # optional: without columns a table has one column of ours
+      - {label: 0.7M, overrides: {cpu: [transfer_size=5k], paper: [transfer_size=xd-0.7m]}}
+    paper_values:                      # row -> number, or row -> column -> number; missing: not in the paper
+      D0: {0.7M: 71.26}
+    paper_metric: average F1 over 41 languages (WikiANN NER)
+    notes: |                           # what differs here: teacher, data, scale; shown under the table
+      ...
+    plot: null                         # null | {x: columns, kind: line} | {x: <path>, y: <path>, kind: scatter}
+
+A cell is one run: the scale's base overrides + the row's + the column's + `seed=<s>`, for every
+seed of the scale. Its key hashes the composed config (everything that changes its result), so
+a cell named by several tables runs once and a finished cell is never run again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+KINDS = ("sweep", "data", "bench")
+FORMATS = ("percent", "number", "ratio", "count")
+ROWS_FROM = (None, "stages", "languages")
+SCALES = ("cpu", "paper")
+
+
+@dataclass
+class Scale:
+    base: list[str] = field(default_factory=list)  # overrides every cell of the table shares
+    seeds: list[int] = field(default_factory=lambda: [1])
+
+
+@dataclass
+class Axis:
+    """A row or a column: its label and the overrides that make it (a list for both scales,
+    or {cpu: [...], paper: [...]})."""
+
+    label: str
+    overrides: Any = field(default_factory=list)
+
+    def overrides_for(self, scale: str) -> list[str]:
+        if isinstance(self.overrides, dict):
+            return list(self.overrides.get(scale, []))
+        return list(self.overrides)
+
+
+@dataclass
+class TablePreset:
+    name: str
+    paper: str
+    table: str
+    title: str
+    kind: str = "sweep"
+    value: str = "student.test.accuracy"
+    format: str = "percent"
+    rows_from: str | None = None
+    scales: dict[str, Scale] = field(default_factory=dict)
+    rows: list[Axis] = field(default_factory=list)
+    columns: list[Axis] = field(default_factory=list)
+    paper_values: dict[str, Any] = field(default_factory=dict)
+    paper_metric: str = ""
+    notes: str = ""
+    plot: dict[str, Any] | None = None
+
+
+@dataclass
+class Cell:
+    """One run of a table at one scale: what makes it, where its result is, and the result."""
+
+    row: str
+    column: str | None  # None: the table has no columns
+    seed: int
+    overrides: list[str]  # base + row + column + seed=<s>, in that order
+    key: str  # content key of the composed config: its directory is outputs/cells/<key>/
+    metrics: dict | None = None  # its metrics.json once run (status ok or failed)
+    error: str | None = None  # why it has no number: "failed: <reason>", "not run", ...
