@@ -13,8 +13,13 @@ Why it is done this way:
   * Absolute numbers depend on the machine and on whoever else is using it; the claims are ratios
     (teacher params / student params, student throughput / teacher throughput), so they are computed
     from measurements taken in the same run, on the same inputs, with the same thread count.
+  * A busy machine slows whatever runs while it is busy. So models are not timed one after the other:
+    the inputs are cut into passes, and in pass k a teacher runs on pass k's inputs and then its students
+    on the same inputs (the order reversed every other pass). Each pass gives one ratio; the table
+    reports the median of the per-pass ratios with their min-max and the number of passes, so a pass
+    that a neighbour disturbed moves the median little (the mean would follow it). Rates are medians too.
   * The runner's own overhead (packing, masked max-pooling, classifier) is checked against a bare
-    `nn.Embedding` + bidirectional `nn.LSTM` of the same sizes on the same batches.
+    `nn.Embedding` + bidirectional `nn.LSTM` of the same sizes, interleaved the same way on the same batches.
 
 A student is compared with the teachers that share its vocabulary: they read the same wordpieces.
 """
@@ -24,6 +29,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import statistics
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -51,14 +57,18 @@ PAD_ID = 0
 TOKEN_IDS = (2, 30000)  # random ids in [2, 30000): valid for every vocabulary here, never the pad id
 BATCH_SIZE = 32
 ONLINE_EXAMPLES = 64
+PASSES = 8
 SEED = 0
 BARE = "bare Embedding+BiLSTM"
 
 Batch = tuple[torch.Tensor, torch.Tensor]
 Forward = Callable[[torch.Tensor, torch.Tensor], object]
 
+TIMED_RATIOS = ("speedup", "online_speedup")  # per-pass ratios: median in the column, spread beside it
 COLUMNS = ["model", "kind", "params", "vocab", "batch32_ex_per_s", "online_ms",
-           "vs_teacher", "compression", "speedup", "online_speedup"]
+           "vs_teacher", "compression", "speedup", "online_speedup",
+           # added after the columns above (readers find columns by name): each timed ratio's spread
+           *(f"{ratio}_{end}" for ratio in TIMED_RATIOS for end in ("min", "max")), "passes"]
 
 
 @dataclass(frozen=True)
@@ -172,8 +182,11 @@ NOTES = (
     "A student is compared with the teachers that share its vocabulary (they read the same wordpieces).",
     "Tang's Table 2 counts 0.96M parameters without embeddings (its LSTM reads 2 x 300 multichannel word2vec "
     "inputs); the Tang row here reads one 300-d channel over BERT's wordpieces and counts its embedding rows.",
-    f"Runner overhead: best of alternating passes of {OVERHEAD_STUDENT.name} and a bare nn.Embedding + "
-    "bidirectional nn.LSTM of the same sizes, on the same batch-32 inputs.",
+    "Timed ratios are medians of per-pass ratios: in each pass a teacher and then the students compared with it "
+    "(the order reversed every other pass) run the same inputs; *_min and *_max are the lowest and highest "
+    "per-pass ratio, passes their number. Targets are judged on the median. Rates are medians over passes.",
+    f"Runner overhead: median of per-pass ratios of {OVERHEAD_STUDENT.name} to a bare nn.Embedding + "
+    "bidirectional nn.LSTM of the same sizes, interleaved the same way, every pass on all the batch-32 inputs.",
 )
 
 
@@ -193,36 +206,135 @@ def make_inputs(examples: int, seq_len: int, seed: int = SEED) -> Inputs:
     return Inputs(batches, singles)
 
 
-@torch.inference_mode()
-def examples_per_second(forward: Forward, batches: Sequence[Batch]) -> float:
-    forward(*batches[0])  # warm-up: first-call allocations are not throughput
-    start = time.perf_counter()
-    for ids, mask in batches:
-        forward(ids, mask)
-    elapsed = time.perf_counter() - start
-    return sum(len(ids) for ids, _ in batches) / elapsed
+@dataclass
+class Passes:
+    """The inputs cut into passes: pass k of every model in a group reads batches[k] (and singles[k])."""
+
+    batches: list[list[Batch]]
+    singles: list[list[Batch]]
+
+    @property
+    def batch_examples(self) -> list[int]:
+        return [sum(len(ids) for ids, _ in inputs) for inputs in self.batches]
+
+    @property
+    def single_examples(self) -> list[int]:
+        return [len(inputs) for inputs in self.singles]
+
+
+def split_passes(items: Sequence[Batch], passes: int) -> list[list[Batch]]:
+    """Contiguous, near-equal slices, one per pass (every slice non-empty when passes <= len(items))."""
+    n = len(items)
+    return [list(items[i * n // passes: (i + 1) * n // passes]) for i in range(passes)]
+
+
+def make_passes(inputs: Inputs, passes: int) -> Passes:
+    # The inputs are split rather than repeated: every model sees each input once, so the run is no longer
+    # than timing each model on all of them, and the ratios still come pass by pass.
+    return Passes(split_passes(inputs.batches, passes), split_passes(inputs.singles, passes))
+
+
+@dataclass(frozen=True)
+class Spread:
+    """The median of per-pass values, with their min, max and number: a disturbed pass shows in the spread."""
+
+    median: float
+    min: float
+    max: float
+    passes: int
+
+
+def spread(values: Sequence[float]) -> Spread:
+    if not values:
+        raise ValueError("no passes to summarise")
+    return Spread(statistics.median(values), min(values), max(values), len(values))
+
+
+def pass_ratios(reference_seconds: Sequence[float], model_seconds: Sequence[float]) -> list[float]:
+    """How many times faster the model is than the reference, pass by pass (same inputs within a pass)."""
+    return [reference / own for reference, own in zip(reference_seconds, model_seconds, strict=True)]
 
 
 @torch.inference_mode()
-def online_latency_ms(forward: Forward, singles: Sequence[Batch]) -> float:
-    forward(*singles[0])  # warm-up, as above
-    start = time.perf_counter()
-    for ids, mask in singles:
-        forward(ids, mask)
-    return 1000 * (time.perf_counter() - start) / len(singles)
+def interleaved_seconds(forwards: dict[str, Forward], passes: Sequence[Sequence[Batch]],
+                        clock: Callable[[], float] = time.perf_counter) -> dict[str, list[float]]:
+    """Seconds each model takes on each pass's inputs. Within a pass the models run one after the other on
+    the same inputs, in the given order on even passes and reversed on odd ones, so a neighbour's burst
+    hits a teacher and its students alike and no model always runs first."""
+    for forward in forwards.values():
+        forward(*passes[0][0])  # warm-up: first-call allocations are not throughput
+    names = list(forwards)
+    seconds: dict[str, list[float]] = {name: [] for name in names}
+    for k, inputs in enumerate(passes):
+        for name in names if k % 2 == 0 else reversed(names):
+            start = clock()
+            for ids, mask in inputs:
+                forwards[name](ids, mask)
+            seconds[name].append(clock() - start)
+    return seconds
 
 
 def count_params(model: nn.Module) -> int:
     return sum(p.numel() for p in model.parameters())
 
 
-def measure(spec: Spec, inputs: Inputs, quick: bool) -> dict:
-    torch.manual_seed(SEED)  # weights do not change the timings, but the run should be reproducible
-    model = spec.build(quick).eval()
-    forward = spec.forward(model)
-    return {"model": spec.name, "kind": spec.kind, "params": count_params(model), "vocab": spec.vocab,
-            "batch32_ex_per_s": examples_per_second(forward, inputs.batches),
-            "online_ms": online_latency_ms(forward, inputs.singles)}
+@dataclass
+class Timing:
+    """One model's size and its seconds per pass, batched and one example at a time, within one group."""
+
+    spec: Spec
+    params: int
+    batch_seconds: list[float]
+    online_seconds: list[float]
+
+
+def groups(teachers: Sequence[TeacherSpec], students: Sequence[StudentSpec]) -> list[list[Spec]]:
+    """Each teacher with the students that share its vocabulary (they read the same wordpieces, so they are
+    compared); a student sharing no teacher's vocabulary is still measured, alone."""
+    result: list[list[Spec]] = [[t, *(s for s in students if s.vocab == t.vocab)] for t in teachers]
+    result += [[s] for s in students if all(s.vocab != t.vocab for t in teachers)]
+    return result
+
+
+def measure_group(specs: Sequence[Spec], passes: Passes, quick: bool,
+                  clock: Callable[[], float] = time.perf_counter) -> dict[str, Timing]:
+    models = {}
+    for spec in specs:
+        torch.manual_seed(SEED)  # weights do not change the timings, but the run should be reproducible
+        models[spec.name] = spec.build(quick).eval()
+    forwards = {spec.name: spec.forward(models[spec.name]) for spec in specs}
+    batch = interleaved_seconds(forwards, passes.batches, clock)
+    online = interleaved_seconds(forwards, passes.singles, clock)
+    return {spec.name: Timing(spec, count_params(models[spec.name]), batch[spec.name], online[spec.name])
+            for spec in specs}
+
+
+Ratios = dict[tuple[str, str], dict[str, Spread]]  # (student, teacher) -> {"speedup": ..., "online_speedup": ...}
+
+
+def group_ratios(timings: dict[str, Timing]) -> Ratios:
+    """Per-pass ratios of each student to the group's teacher, summarised."""
+    teachers = [t for t in timings.values() if t.spec.kind == "teacher"]
+    return {(s.spec.name, t.spec.name): {"speedup": spread(pass_ratios(t.batch_seconds, s.batch_seconds)),
+                                         "online_speedup": spread(pass_ratios(t.online_seconds, s.online_seconds))}
+            for t in teachers for s in timings.values() if s.spec.kind == "student"}
+
+
+def model_rows(measured: Sequence[dict[str, Timing]], passes: Passes) -> list[dict]:
+    """One row per model: median rate over every pass of every group it was timed in."""
+    timings: dict[str, list[Timing]] = {}
+    for group in measured:
+        for name, timing in group.items():
+            timings.setdefault(name, []).append(timing)
+    rows = []
+    for name, runs in timings.items():
+        rates = [n / s for run in runs for n, s in zip(passes.batch_examples, run.batch_seconds, strict=True)]
+        latencies = [1000 * s / n for run in runs for n, s in zip(passes.single_examples, run.online_seconds,
+                                                                   strict=True)]
+        spec = runs[0].spec
+        rows.append({"model": name, "kind": spec.kind, "params": runs[0].params, "vocab": spec.vocab,
+                     "batch32_ex_per_s": statistics.median(rates), "online_ms": statistics.median(latencies)})
+    return rows
 
 
 class BareBiLSTM(nn.Module):
@@ -237,52 +349,69 @@ class BareBiLSTM(nn.Module):
         return self.lstm(self.embedding(ids))[0]
 
 
-def fraction_of_bare(spec: StudentSpec, inputs: Inputs, rounds: int) -> float:
-    """Student throughput / bare Embedding+LSTM throughput on the same batches."""
+def fraction_of_bare(spec: StudentSpec, inputs: Inputs, passes: int,
+                     clock: Callable[[], float] = time.perf_counter) -> Spread:
+    """Student throughput / bare Embedding+LSTM throughput, pass by pass on the same batches."""
     torch.manual_seed(SEED)
     student = spec.build(quick=False).eval()
     bare = BareBiLSTM(spec.vocab, spec.embedding_dim, spec.hidden_size).eval()
-    student_best = bare_best = 0.0
-    # The ratio is close to 1, so noise matters: alternate the two so a busy neighbour hits both alike,
-    # and keep the best pass of each (the least disturbed one).
-    for _ in range(rounds):
-        student_best = max(student_best, examples_per_second(spec.forward(student), inputs.batches))
-        bare_best = max(bare_best, examples_per_second(bare, inputs.batches))
-    return student_best / bare_best
+    # The ratio is close to 1, so noise matters: every pass runs all the batches (students are cheap).
+    seconds = interleaved_seconds({"student": spec.forward(student), "bare": bare}, [inputs.batches] * passes,
+                                  clock)
+    return spread(pass_ratios(seconds["bare"], seconds["student"]))
 
 
-def comparison_table(raw: Sequence[dict]) -> pd.DataFrame:
-    """Teacher rows, then one row per (student, teacher sharing its vocabulary) with the three ratios."""
+def ratio_columns(ratios: dict[str, Spread]) -> dict:
+    columns: dict = {}
+    for name in TIMED_RATIOS:
+        columns |= {name: ratios[name].median, f"{name}_min": ratios[name].min, f"{name}_max": ratios[name].max}
+    return columns | {"passes": ratios[TIMED_RATIOS[0]].passes}
+
+
+def comparison_table(raw: Sequence[dict], ratios: Ratios) -> pd.DataFrame:
+    """Teacher rows, then one row per (student, teacher it was timed with) with the ratios."""
     teachers = [row for row in raw if row["kind"] == "teacher"]
     rows = list(teachers)
     for student in (row for row in raw if row["kind"] == "student"):
-        relevant = [t for t in teachers if t["vocab"] == student["vocab"]]
+        relevant = [t for t in teachers if (student["model"], t["model"]) in ratios]
         if not relevant:
             rows.append(student)  # still measured, just nothing to compare with
         for teacher in relevant:
             rows.append({**student, "vs_teacher": teacher["model"],
                          "compression": teacher["params"] / student["params"],
-                         "speedup": student["batch32_ex_per_s"] / teacher["batch32_ex_per_s"],
-                         "online_speedup": teacher["online_ms"] / student["online_ms"]})
-    return pd.DataFrame(rows, columns=COLUMNS)
+                         **ratio_columns(ratios[(student["model"], teacher["model"])])})
+    table = pd.DataFrame(rows, columns=COLUMNS)
+    return table.astype({"passes": "Int64"})  # a count, missing on teacher rows
 
 
-def measured_value(table: pd.DataFrame, overhead: float, target: Target) -> float:
+def measured_value(table: pd.DataFrame, overhead: Spread, target: Target) -> Spread | float:
+    """A timed ratio's median with its spread, or a plain number (parameter counts do not vary)."""
     if target.teacher == BARE:
         return overhead
     match = table[(table["model"] == target.student) & (table["vs_teacher"] == target.teacher)]
     if match.empty:
         raise KeyError(f"target {target.check!r}: no comparison of {target.student!r} with {target.teacher!r}")
-    return float(match[target.column].iloc[0])
+    row = match.iloc[0]
+    if target.column in TIMED_RATIOS:
+        return Spread(float(row[target.column]), float(row[f"{target.column}_min"]),
+                      float(row[f"{target.column}_max"]), int(row["passes"]))
+    return float(row[target.column])
 
 
-def targets_table(table: pd.DataFrame, overhead: float) -> pd.DataFrame:
+TARGET_COLUMNS = ["check", "source", "target", "measured", "min", "max", "passes", "met"]
+
+
+def targets_table(table: pd.DataFrame, overhead: Spread) -> pd.DataFrame:
+    """Each claim judged on its median ratio; the spread is shown beside it, the verdict stays last."""
     rows = []
     for target in TARGETS:
         value = measured_value(table, overhead, target)
+        spread_cells = ({"min": value.min, "max": value.max, "passes": value.passes}
+                        if isinstance(value, Spread) else {})
+        median = value.median if isinstance(value, Spread) else value
         rows.append({"check": target.check, "source": target.source, "target": target.minimum,
-                     "measured": value, "met": "met" if value >= target.minimum else "not met"})
-    return pd.DataFrame(rows)
+                     "measured": median, **spread_cells, "met": "met" if median >= target.minimum else "not met"})
+    return pd.DataFrame(rows, columns=TARGET_COLUMNS).astype({"passes": "Int64"})
 
 
 def write_atomic(path: Path, text: str) -> None:
@@ -295,8 +424,8 @@ def write_atomic(path: Path, text: str) -> None:
 def header(args: argparse.Namespace) -> str:
     mode = "quick (tiny teachers: ratios are not meaningful)" if args.quick else "full"
     return (f"mode {mode}; {args.examples} examples x {args.seq_len} tokens; batch {BATCH_SIZE}; online latency "
-            f"over {min(ONLINE_EXAMPLES, args.examples)} examples; {args.threads} threads; random weights; "
-            "model time only")
+            f"over {min(ONLINE_EXAMPLES, args.examples)} examples; {pass_count(args)} interleaved passes; "
+            f"{args.threads} threads; random weights; model time only")
 
 
 def markdown(frame: pd.DataFrame) -> str:
@@ -327,7 +456,7 @@ def rich_table(frame: pd.DataFrame, title: str) -> Table:
 
 
 def _cell(value: object) -> str:
-    if value is None:
+    if value is None or value is pd.NA:
         return "-"
     if isinstance(value, float):
         return "-" if math.isnan(value) else f"{value:,.2f}"
@@ -349,20 +478,29 @@ def torch_threads(threads: int) -> Iterator[None]:
         torch.set_num_threads(previous)
 
 
+def pass_count(args: argparse.Namespace) -> int:
+    """--passes, fewer if there are fewer batches or single examples than that (every pass gets inputs)."""
+    batches = math.ceil(args.examples / BATCH_SIZE)
+    return min(args.passes, batches, min(ONLINE_EXAMPLES, args.examples))
+
+
 def run(args: argparse.Namespace) -> tuple[pd.DataFrame, pd.DataFrame]:
     inputs = make_inputs(args.examples, args.seq_len)
-    specs: list[Spec] = [*TEACHERS, *STUDENTS]
-    raw = []
+    passes = make_passes(inputs, pass_count(args))
+    measured, ratios = [], {}
     with torch_threads(args.threads), progress_bar() as progress:
-        task = progress.add_task("benchmark", total=len(specs) + 1, status="")
-        for spec in specs:
-            progress.update(task, status=spec.name)
-            raw.append(measure(spec, inputs, args.quick))
+        specs_by_group = groups(TEACHERS, STUDENTS)
+        task = progress.add_task("benchmark", total=len(specs_by_group) + 1, status="")
+        for specs in specs_by_group:
+            progress.update(task, status=" / ".join(spec.name for spec in specs))
+            timings = measure_group(specs, passes, args.quick)
+            measured.append(timings)
+            ratios |= group_ratios(timings)
             progress.advance(task)
         progress.update(task, status=f"{OVERHEAD_STUDENT.name} vs {BARE}")
-        overhead = fraction_of_bare(OVERHEAD_STUDENT, inputs, rounds=1 if args.quick else 3)
+        overhead = fraction_of_bare(OVERHEAD_STUDENT, inputs, passes=args.passes)
         progress.advance(task)
-    table = comparison_table(raw)
+    table = comparison_table(model_rows(measured, passes), ratios)
     return table, targets_table(table, overhead)
 
 
@@ -380,14 +518,19 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--seq-len", type=int, default=None,
                         help="tokens per example (default 128; 32 with --quick)")
     parser.add_argument("--threads", type=int, default=2, help="torch intra-op threads (default 2)")
+    parser.add_argument("--passes", type=int, default=None,
+                        help=f"interleaved passes; each ratio is the median over them (default {PASSES}; 2 with "
+                             "--quick; capped at the number of batches)")
     args = parser.parse_args(argv)
     # Explicit values win; otherwise --quick picks a few small batches.
     if args.examples is None:
         args.examples = 64 if args.quick else 256
     if args.seq_len is None:
         args.seq_len = 32 if args.quick else 128
-    if args.examples < 1 or args.seq_len < 1 or args.threads < 1:
-        parser.error("--examples, --seq-len and --threads must be positive")
+    if args.passes is None:
+        args.passes = 2 if args.quick else PASSES
+    if args.examples < 1 or args.seq_len < 1 or args.threads < 1 or args.passes < 1:
+        parser.error("--examples, --seq-len, --threads and --passes must be positive")
     return args
 
 

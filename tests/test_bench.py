@@ -1,9 +1,14 @@
 """distil-bench in --quick mode: files, one row per model, honest param counts, every target judged.
 
-No timing assertions: timings depend on the machine and its load; only their presence and sign are checked.
+No timing assertions on real models: timings depend on the machine and its load; only their presence and sign
+are checked. The ratio aggregation is tested on hand-made timings and on fake models driving a fake clock.
 """
 
 from __future__ import annotations
+
+import itertools
+import statistics
+from dataclasses import astuple
 
 import pandas as pd
 import pytest
@@ -15,7 +20,7 @@ from distil.students.bilstm import BiLSTMClassifier
 @pytest.fixture(scope="module")
 def quick_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("bench")
-    bench.main(["--quick", "--out", str(out), "--examples", "16", "--seq-len", "8"])
+    bench.main(["--quick", "--out", str(out), "--examples", "64", "--seq-len", "8"])  # 2 batches: 2 passes
     return out
 
 
@@ -77,3 +82,99 @@ def test_targets_section_judges_every_check(quick_run):
         assert len(matching) == 1, target.check
         verdict = [cell.strip() for cell in matching[0].strip().strip("|").split("|")][-1]
         assert verdict in {"met", "not met"}
+
+
+def test_csv_keeps_its_columns_and_adds_each_ratios_spread(quick_run):
+    table = pd.read_csv(quick_run / "bench.csv")
+    # Other readers find these by name: they stay, in this order, and the spread comes after them.
+    assert list(table.columns) == ["model", "kind", "params", "vocab", "batch32_ex_per_s", "online_ms",
+                                   "vs_teacher", "compression", "speedup", "online_speedup",
+                                   "speedup_min", "speedup_max", "online_speedup_min", "online_speedup_max",
+                                   "passes"]
+    students = table[table["kind"] == "student"]
+    assert list(students["passes"]) == [2] * len(students)
+    for ratio in ("speedup", "online_speedup"):  # the median of two passes is their mean
+        halfway = (students[f"{ratio}_min"] + students[f"{ratio}_max"]) / 2
+        assert list(students[ratio]) == pytest.approx(list(halfway), rel=1e-3)
+    assert table.loc[table["kind"] == "teacher", "passes"].isna().all()
+
+
+def test_targets_show_the_spread_and_the_overhead_is_interleaved(quick_run):
+    section = (quick_run / "bench.md").read_text().split("## Targets", 1)[1]
+    lines = [line for line in section.splitlines() if line.startswith("|")]
+    cells = [[cell.strip() for cell in line.strip().strip("|").split("|")] for line in lines]
+    assert cells[0] == ["check", "source", "target", "measured", "min", "max", "passes", "met"]
+    passes = {row[0]: row[6] for row in cells[2:]}
+    assert passes["BiLSTM E50 H2x100 params, x fewer than mbert"] == "-"  # a count does not vary by pass
+    assert passes["runner overhead: BiLSTM E300 H2x300 throughput / bare Embedding+BiLSTM"] == "2"
+    assert passes["BiLSTM E50 H2x100 online latency vs mbert (x)"] == "2"
+
+
+def test_ratio_aggregation_of_hand_made_pass_timings():
+    teacher = [10.0, 12.0, 9.0, 30.0, 11.0]
+    student = [0.1, 0.1, 0.1, 0.1, 0.5]
+    ratios = bench.pass_ratios(teacher, student)
+    assert ratios == pytest.approx([100, 120, 90, 300, 22])
+    assert astuple(bench.spread(ratios)) == pytest.approx((100, 22, 300, 5))  # median, min, max, passes
+
+
+class FakeClock:
+    """Time moves only when a fake model runs, by exactly what it costs: no machine noise."""
+
+    def __init__(self):
+        self.now = 0.0
+        self.calls: list[str] = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    def model(self, name: str, seconds: float, slow_call: int | None = None, slowdown: float = 1.0):
+        calls = itertools.count(-1)  # call -1 is the warm-up, then call k is pass k (one batch per pass)
+
+        def forward(ids, mask):
+            call = next(calls)
+            self.calls.append(name)
+            self.now += seconds * (slowdown if call == slow_call else 1.0)
+        return forward
+
+
+def test_a_slow_pass_moves_the_median_ratio_less_than_the_mean():
+    """A neighbour slows the student 5x during pass 2 only: that pass's ratio drops from 100 to 20; the
+    mean of the ratios follows it (100 -> 84), the median does not move."""
+    batch = (None, None)
+    clock = FakeClock()
+    forwards = {"teacher": clock.model("teacher", 1.0), "student": clock.model("student", 0.01, 2, 5.0)}
+    seconds = bench.interleaved_seconds(forwards, [[batch]] * 5, clock)
+    ratios = bench.pass_ratios(seconds["teacher"], seconds["student"])
+    assert ratios == pytest.approx([100, 100, 20, 100, 100])
+    summary = bench.spread(ratios)
+    assert astuple(summary) == pytest.approx((100, 20, 100, 5))
+    assert statistics.mean(ratios) == pytest.approx(84)
+    assert abs(summary.median - 100) < abs(statistics.mean(ratios) - 100)
+
+
+def test_passes_alternate_which_model_runs_first():
+    clock = FakeClock()
+    forwards = {"teacher": clock.model("teacher", 1.0), "student": clock.model("student", 0.01)}
+    bench.interleaved_seconds(forwards, [[(None, None)]] * 3, clock)
+    assert clock.calls == ["teacher", "student",  # warm-ups
+                           "teacher", "student", "student", "teacher", "teacher", "student"]
+
+
+def test_targets_are_judged_on_the_median(monkeypatch):
+    target = bench.Target("check", "S", "T", "speedup", 15, "paper")
+    monkeypatch.setattr(bench, "TARGETS", (target,))
+    raw = [{"model": "T", "kind": "teacher", "params": 100, "vocab": 1, "batch32_ex_per_s": 1.0, "online_ms": 10.0},
+           {"model": "S", "kind": "student", "params": 10, "vocab": 1, "batch32_ex_per_s": 20.0, "online_ms": 1.0}]
+    spread = bench.Spread(median=20, min=5, max=21, passes=3)  # one disturbed pass below the target
+    table = bench.comparison_table(raw, {("S", "T"): {"speedup": spread, "online_speedup": spread}})
+    overhead = bench.Spread(1.0, 1.0, 1.0, 3)
+    row = bench.targets_table(table, overhead).iloc[0]
+    assert (row["measured"], row["min"], row["max"], row["passes"], row["met"]) == (20, 5, 21, 3, "met")
+
+
+def test_a_student_is_timed_in_the_group_of_each_teacher_sharing_its_vocabulary():
+    teachers = (bench.TeacherSpec("t1", 1, 8, 1, 8, vocab=10), bench.TeacherSpec("t2", 1, 8, 1, 8, vocab=20))
+    students = (bench.StudentSpec("s10", 4, 4, vocab=10), bench.StudentSpec("s30", 4, 4, vocab=30))
+    names = [[spec.name for spec in group] for group in bench.groups(teachers, students)]
+    assert names == [["t1", "s10"], ["t2"], ["s30"]]
