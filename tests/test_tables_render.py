@@ -123,6 +123,8 @@ def test_bench_rows_are_picked_by_model_and_column(tmp_path):
         ["model", "params", "speedup", "speedup (paper)", "speedup Δ"],
         ["bert-base", "109,483,778", "27.3", "64", "-36.7"],
         ["tang", "no model 'tang' in bench.csv", "no model 'tang' in bench.csv", "–", "–"]]
+    assert (tmp_path / "paper-table3.md").read_text().endswith(
+        "Measured by `distil-bench` on this machine (bench.csv); rows: 1 done, 1 failed.\n")
 
 
 def test_a_bench_table_without_bench_csv_says_to_run_the_bench(tmp_path):
@@ -139,6 +141,8 @@ def test_data_rows_are_dataset_summaries_and_an_unknown_dataset_is_its_row_error
     rows = md_rows(tmp_path / "paper-table3.md")
     unknown = "failed: unknown dataset 'nope'; choose one of: ag_news, bbc…"  # the row's error, cut
     assert rows == [["dataset", "labels", "test"], ["toy", "3", "24"], ["nope", unknown, unknown]]
+    assert (tmp_path / "paper-table3.md").read_text().endswith(
+        "Scale: cpu; dataset summaries as `distil-data` computes them (no training); rows: 1 done, 1 failed.\n")
 
 
 @pytest.mark.parametrize("plot", [{"x": "columns", "kind": "line"},
@@ -150,6 +154,21 @@ def test_a_plot_is_written_as_a_png(tmp_path, plot):
     paths = write_table(p, cells, tmp_path)
     assert paths[-1] == tmp_path / "paper-table3.png"
     assert paths[-1].read_bytes()[:8] == PNG_MAGIC
+
+
+@pytest.mark.parametrize("fields, message", [
+    ({"rows_from": "languages", "value": "f1"},
+     "table paper-table3: rows_from: languages reads student.<split>.per_language, so value must be "
+     "student.<split>.<metric> (e.g. student.test.f1), not 'f1'"),
+    ({"plot": {"kind": "bars"}}, "table paper-table3: plot kind 'bars' is not one of: line, scatter"),
+    ({"plot": {"kind": "scatter"}}, "table paper-table3: a scatter plot needs x: a metrics.json path "
+                                    "(e.g. {x: speed.speedup, y: student.test.f1, kind: scatter})"),
+])
+def test_a_preset_that_cannot_be_rendered_is_one_line_before_any_file_is_written(tmp_path, fields, message):
+    with pytest.raises(DistilError) as error:
+        write_table(preset(**fields), SEEDED, tmp_path)
+    assert str(error.value) == message
+    assert list(tmp_path.iterdir()) == []
 
 
 def readme_results():

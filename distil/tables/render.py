@@ -41,6 +41,7 @@ MISSING = "–"  # no paper number, or no Δ
 ROW_HEADERS = {"stages": "stage", "languages": "language", "data": "dataset", "bench": "model"}
 SCALE = {"percent": 100.0}  # the factor from the metrics.json value to the number shown; 1 otherwise
 DECIMALS = {"percent": 2, "number": 2, "ratio": 1, "count": 0}
+PLOTS = ("line", "scatter")
 
 
 @dataclass
@@ -77,19 +78,34 @@ def write_table(preset: TablePreset, cells: list[Cell], out_dir: Path, scale: st
     """Write `<out_dir>/<preset.name>.{md,csv,tex}` and, if preset.plot is set, `.png`; return the paths."""
     from distil.bench import write_atomic
 
+    check_renderable(preset)
     out_dir = Path(out_dir)
     samples = table_samples(preset, cells, out_dir, scale)
     rows, columns = row_labels(preset, samples), [c.label for c in preset.columns] or [None]
     grid = aggregate(samples)
     shown = display_frame(preset, grid, rows, columns)
     paths = {ext: out_dir / f"{preset.name}.{ext}" for ext in ("md", "csv", "tex")}
-    write_atomic(paths["md"], markdown(preset, shown, footer(preset, cells, scale)))
+    write_atomic(paths["md"], markdown(preset, shown, footer(preset, cells, grid, scale)))
     write_atomic(paths["csv"], long_frame(preset, grid, rows, columns).to_csv(index=False))
     write_atomic(paths["tex"], latex(preset, shown))
     written = list(paths.values())
     if preset.plot:
         written.append(write_plot(preset, cells, grid, rows, columns, out_dir / f"{preset.name}.png"))
     return written
+
+
+def check_renderable(preset: TablePreset) -> None:
+    """What only rendering reads, checked before anything is read or written."""
+    if preset.rows_from == "languages" and len(preset.value.split(".")) != 3:
+        raise DistilError(f"table {preset.name}: rows_from: languages reads student.<split>.per_language, so value "
+                          f"must be student.<split>.<metric> (e.g. student.test.f1), not '{preset.value}'")
+    if preset.plot:
+        kind = preset.plot.get("kind", "line")
+        if kind not in PLOTS:
+            raise DistilError(f"table {preset.name}: plot kind '{kind}' is not one of: {', '.join(PLOTS)}")
+        if kind == "scatter" and not preset.plot.get("x"):
+            raise DistilError(f"table {preset.name}: a scatter plot needs x: a metrics.json path "
+                              "(e.g. {x: speed.speedup, y: student.test.f1, kind: scatter})")
 
 
 # --- where the numbers come from -------------------------------------------------------------------
@@ -123,16 +139,16 @@ def cell_samples(preset: TablePreset, cell: Cell) -> list[Sample]:
         return stage_samples(preset, cell)
     if preset.rows_from == "languages":
         return language_samples(preset, cell)
-    return [read_sample(preset, cell.row, cell.column, cell.metrics, preset.value)]
+    return [read_sample(preset.format, cell.row, cell.column, cell.metrics, preset.value)]
 
 
-def read_sample(preset: TablePreset, row: str, column: str | None, record: dict, path: str,
+def read_sample(fmt: str, row: str, column: str | None, record: dict, path: str,
                 source: str = "metrics.json") -> Sample:
     try:
         value = read_path(record, path)
     except KeyError:
         return Sample(row, column, error=f"no {path} in {source}")
-    return Sample(row, column, value=scaled(value, preset.format))
+    return Sample(row, column, value=scaled(value, fmt))
 
 
 def read_path(record: dict, path: str) -> Any:
@@ -169,7 +185,7 @@ def stage_samples(preset: TablePreset, cell: Cell) -> list[Sample]:
     records = stage_records(cell.metrics)
     if not records:
         return [Sample(cell.row, cell.column, error="no student.stages in metrics.json")]
-    return [read_sample(preset, prefix + label, cell.column, record, path, "the stage record")
+    return [read_sample(preset.format, prefix + label, cell.column, record, path, "the stage record")
             for label, record in records]
 
 
@@ -183,9 +199,13 @@ def language_samples(preset: TablePreset, cell: Cell) -> list[Sample]:
     return [Sample(lang, cell.column, value=scaled(v, preset.format)) for lang, v in scores.items()]
 
 
-def fields(preset: TablePreset) -> list[str | None]:
-    """Data and bench tables: each column label is a field; without columns, the one field `value`."""
-    return [c.label for c in preset.columns] or [None]
+def row_samples(preset: TablePreset, row: str, record: dict | None, error: str | None, source: str) -> list[Sample]:
+    """Data and bench tables: one sample per field of the row's record; each column label is a
+    field, and without columns the one field is `value`. A row without a record shows its error."""
+    fields = [c.label for c in preset.columns] or [None]
+    if record is None:
+        return [Sample(row, f, error=error) for f in fields]
+    return [read_sample(preset.format, row, f, record, f or preset.value, source) for f in fields]
 
 
 def data_samples(preset: TablePreset, scale: str) -> list[Sample]:
@@ -196,14 +216,13 @@ def data_samples(preset: TablePreset, scale: str) -> list[Sample]:
     base = preset.scales[scale].base if scale in preset.scales else []
     samples = []
     for row in preset.rows:
+        record, error = None, None
         try:
             cfg, data = load_splits([*base, *row.overrides_for(scale)])
             record = overview(data, cfg.dataset.name).iloc[0].to_dict()
-        except DistilError as error:
-            samples += [Sample(row.label, f, error=f"failed: {error}") for f in fields(preset)]
-            continue
-        samples += [read_sample(preset, row.label, f, record, f or preset.value, "the dataset summary")
-                    for f in fields(preset)]
+        except DistilError as problem:
+            error = f"failed: {problem}"
+        samples += row_samples(preset, row.label, record, error, "the dataset summary")
     return samples
 
 
@@ -214,11 +233,8 @@ def bench_samples(preset: TablePreset, path: Path) -> list[Sample]:
     samples = []
     for row in preset.rows:
         found = bench[bench["model"] == row.label]
-        if found.empty:
-            samples += [Sample(row.label, f, error=f"no model '{row.label}' in bench.csv") for f in fields(preset)]
-            continue
-        record = found.iloc[0].to_dict()
-        samples += [read_sample(preset, row.label, f, record, f or preset.value, "bench.csv") for f in fields(preset)]
+        record = None if found.empty else found.iloc[0].to_dict()
+        samples += row_samples(preset, row.label, record, f"no model '{row.label}' in bench.csv", "bench.csv")
     return samples
 
 
@@ -346,11 +362,13 @@ def heading(preset: TablePreset) -> str:
     return f"{preset.paper}, {preset.table}: {preset.title}"
 
 
-def footer(preset: TablePreset, cells: list[Cell], scale: str) -> str:
-    if preset.kind == "data":
-        return f"Scale: {scale}; dataset summaries as `distil-data` computes them (no training)."
-    if preset.kind == "bench":
-        return "Measured by `distil-bench` on this machine (outputs/tables/bench.csv)."
+def footer(preset: TablePreset, cells: list[Cell], grid: dict, scale: str) -> str:
+    if preset.kind in ("data", "bench"):
+        failed = sum(1 for r in preset.rows if not any(e.values or e.texts for (row, _), e in grid.items()
+                                                       if row == r.label))
+        source = (f"Scale: {scale}; dataset summaries as `distil-data` computes them (no training)"
+                  if preset.kind == "data" else "Measured by `distil-bench` on this machine (bench.csv)")
+        return f"{source}; rows: {len(preset.rows) - failed} done, {failed} failed."
     problems = [cell_problem(cell) for cell in cells]
     done = problems.count(None)
     not_run = sum(1 for p in problems if p is not None and p.startswith(NOT_RUN))
@@ -423,8 +441,8 @@ def scatter_points(preset: TablePreset, cells: list[Cell]) -> list[tuple[str, fl
     """(label, x, y) per (row, column) that has both numbers: the mean over its seeds; x as it is in
     metrics.json, y in the table's units."""
     x_path, y_path = preset.plot["x"], preset.plot.get("y", preset.value)
-    xs = aggregate([read_sample(preset, c.row, c.column, c.metrics, x_path) for c in cells if not cell_problem(c)])
-    ys = aggregate([read_sample(preset, c.row, c.column, c.metrics, y_path) for c in cells if not cell_problem(c)])
-    scale = SCALE.get(preset.format, 1.0)  # read_sample scaled x as a table value: undo it
-    return [(key[0] if key[1] is None else f"{key[0]} / {key[1]}", xs[key].mean / scale, ys[key].mean)
+    done = [c for c in cells if cell_problem(c) is None]
+    xs = aggregate([read_sample("number", c.row, c.column, c.metrics, x_path) for c in done])
+    ys = aggregate([read_sample(preset.format, c.row, c.column, c.metrics, y_path) for c in done])
+    return [(key[0] if key[1] is None else f"{key[0]} / {key[1]}", xs[key].mean, ys[key].mean)
             for key in xs if key in ys and xs[key].values and ys[key].values]
