@@ -146,7 +146,8 @@ def test_data_rows_are_dataset_summaries_and_an_unknown_dataset_is_its_row_error
 
 
 @pytest.mark.parametrize("plot", [{"x": "columns", "kind": "line"},
-                                  {"x": "speed.speedup", "y": "student.test.accuracy", "kind": "scatter"}])
+                                  {"x": "speed.speedup", "y": "student.test.accuracy", "kind": "scatter"}],
+                         ids=["line", "scatter"])
 def test_a_plot_is_written_as_a_png(tmp_path, plot):
     cells = [cell(row, seed, {**ok(accuracy=0.7 + seed / 100), "speed": {"speedup": 10.0 * seed}}, column)
              for row in ("D0", "D1") for column in ("0.7M", "5k") for seed in (1, 2)]
@@ -163,7 +164,7 @@ def test_a_plot_is_written_as_a_png(tmp_path, plot):
     ({"plot": {"kind": "bars"}}, "table paper-table3: plot kind 'bars' is not one of: line, scatter"),
     ({"plot": {"kind": "scatter"}}, "table paper-table3: a scatter plot needs x: a metrics.json path "
                                     "(e.g. {x: speed.speedup, y: student.test.f1, kind: scatter})"),
-])
+], ids=["languages-value", "plot-kind", "scatter-x"])
 def test_a_preset_that_cannot_be_rendered_is_one_line_before_any_file_is_written(tmp_path, fields, message):
     with pytest.raises(DistilError) as error:
         write_table(preset(**fields), SEEDED, tmp_path)
