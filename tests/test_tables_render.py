@@ -1,0 +1,214 @@
+"""distil.tables.render and scripts/readme_results.py: cells built by hand, nothing is run."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pandas as pd
+import pytest
+
+from distil.errors import DistilError
+from distil.tables.preset import Axis, Cell, Scale, TablePreset
+from distil.tables.render import write_table
+from tests.conftest import REPO
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+OOM = "failed: CUDA out of memory while caching the teacher's logits for the transfer set of 100k"
+
+
+def ok(**scores) -> dict:
+    return {"status": "ok", "student": {"test": scores}}
+
+
+def preset(**fields) -> TablePreset:
+    base = dict(name="paper-table3", paper="XtremeDistil (ACL 2020)", table="Table 3", title="Strategies",
+                scales={"cpu": Scale(base=[], seeds=[1, 2])}, rows=[Axis("D0"), Axis("D1")],
+                paper_metric="accuracy (SST-2)")
+    return TablePreset(**{**base, **fields})
+
+
+def cell(row: str, seed: int, metrics: dict | None = None, column: str | None = None, error: str | None = None):
+    return Cell(row=row, column=column, seed=seed, overrides=[], key=f"{row}-{column}-{seed}", metrics=metrics,
+                error=error)
+
+
+SEEDED = [cell("D0", 1, ok(accuracy=0.80)), cell("D0", 2, ok(accuracy=0.82)),
+          cell("D1", 1, {"status": OOM}), cell("D1", 2)]
+
+
+def md_rows(path) -> list[list[str]]:
+    """The md table's header and body rows (the separator left out), as stripped cells."""
+    lines = [line for line in path.read_text().splitlines() if line.startswith("|")]
+    return [[c.strip() for c in line.split("|")[1:-1]] for line in [lines[0], *lines[2:]]]
+
+
+def test_seeds_are_mean_std_and_n_beside_the_paper_with_the_difference(tmp_path):
+    paths = write_table(preset(paper_values={"D0": 80.0, "D1": 75.5}), SEEDED, tmp_path)
+    assert [p.name for p in paths] == ["paper-table3.md", "paper-table3.csv", "paper-table3.tex"]
+    rows = md_rows(tmp_path / "paper-table3.md")
+    cut = OOM[:59] + "…"  # a failed cell shows its error, cut to 60 characters
+    assert rows == [["", "ours", "paper", "Δ"],
+                    ["D0", "81.00 ± 1.41 (n=2)", "80.00", "+1.00"],
+                    ["D1", cut, "75.50", "–"]]
+    text = (tmp_path / "paper-table3.md").read_text()
+    assert text.startswith("<!-- table: paper-table3 -->\n### XtremeDistil (ACL 2020), Table 3: Strategies\n")
+    assert ("Paper's metric: accuracy (SST-2). Δ = ours − paper (percentage points). "
+            "Several seeds: mean ± sample std (n = seeds with a number).\n") in text
+    assert text.endswith("Scale: cpu; seeds: 1, 2; cells: 2 done, 1 failed, 1 not run.\n")
+
+
+def test_csv_and_tex_hold_the_numbers_of_the_md(tmp_path):
+    write_table(preset(paper_values={"D0": 80.0}), SEEDED, tmp_path)
+    csv = pd.read_csv(tmp_path / "paper-table3.csv")
+    d0, d1 = csv.iloc[0], csv.iloc[1]
+    assert (d0["row"], d0["mean"], round(d0["std"], 6), d0["n"], d0["paper"], round(d0["diff"], 6)) == (
+        "D0", 81.0, 1.414214, 2, 80.0, 1.0)
+    assert (d1["n"], d1["failed"], d1["error"]) == (0, 2, OOM)
+    tex = (tmp_path / "paper-table3.tex").read_text()
+    assert r"D0 & 81.00 $\pm$ 1.41 (n=2) & 80.00 & +1.00 \\" in tex
+    assert r"\caption{XtremeDistil (ACL 2020), Table 3: Strategies}" in tex
+
+
+def test_a_seed_that_failed_is_counted_beside_the_mean_of_the_others(tmp_path):
+    cells = [cell("D0", 1, ok(accuracy=0.80)), cell("D0", 2, ok(accuracy=0.90)), cell("D0", 3, {"status": OOM})]
+    write_table(preset(rows=[Axis("D0")]), cells, tmp_path)
+    assert md_rows(tmp_path / "paper-table3.md")[1] == ["D0", "85.00 ± 7.07 (n=2, 1 failed)"]
+
+
+def test_columns_get_an_ours_paper_difference_group_only_where_the_paper_has_numbers(tmp_path):
+    cells = [cell("D0", 1, ok(accuracy=0.7126), "0.7M"), cell("D0", 1, ok(accuracy=0.5), "5k"),
+             cell("D1", 1, ok(accuracy=0.75), "0.7M")]
+    p = preset(columns=[Axis("0.7M"), Axis("5k")], paper_values={"D0": {"0.7M": 71.26}, "D1": {"0.7M": 74.0}},
+               format="percent")
+    write_table(p, cells, tmp_path)
+    rows = md_rows(tmp_path / "paper-table3.md")
+    assert rows == [["", "0.7M", "0.7M (paper)", "0.7M Δ", "5k"],
+                    ["D0", "71.26", "71.26", "+0.00", "50.00"],
+                    ["D1", "75.00", "74.00", "+1.00", "not run"]]
+
+
+def stage(name: str, step: str, f1: float) -> dict:
+    return {"name": name, "step": step, "dev": {"f1": f1 - 0.1}, "test": {"f1": f1}}
+
+
+def test_stage_rows_are_the_progression_of_each_column_run(tmp_path):
+    metrics = {"status": "ok", "student": {"test": {"f1": 0.6}, "stages": [
+        stage("S1", "all", 0.2), stage("S2", "classifier", 0.5), stage("S2", "encoder", 0.6)]}}
+    p = preset(rows=[Axis("d4.2")], rows_from="stages", value="student.test.f1", format="percent",
+               paper_values={"S2 + encoder": 88.0})
+    write_table(p, [cell("d4.2", 1, metrics)], tmp_path)
+    rows = md_rows(tmp_path / "paper-table3.md")
+    assert rows == [
+        ["stage", "ours", "paper", "Δ"],
+        ["S1", "20.00", "–", "–"], ["S2 + classifier", "50.00", "–", "–"], ["S2 + encoder", "60.00", "88.00", "-28.00"]]
+
+
+def test_language_rows_are_the_per_language_scores(tmp_path):
+    metrics = {"status": "ok", "student": {"test": {"f1": 0.7, "per_language": {"en": 0.8, "de": 0.6}}}}
+    p = preset(rows=[Axis("d4.2")], rows_from="languages", value="student.test.f1", paper_values={"de": 70.0})
+    write_table(p, [cell("d4.2", 1, metrics)], tmp_path)
+    rows = md_rows(tmp_path / "paper-table3.md")
+    assert rows == [
+        ["language", "ours", "paper", "Δ"], ["en", "80.00", "–", "–"], ["de", "60.00", "70.00", "-10.00"]]
+
+
+def test_bench_rows_are_picked_by_model_and_column(tmp_path):
+    pd.DataFrame([{"model": "bert-base", "params": 109_483_778, "speedup": 27.31},
+                  {"model": "bilstm", "params": 13_000_000, "speedup": 1.0}]).to_csv(tmp_path / "bench.csv")
+    p = preset(kind="bench", rows=[Axis("bert-base"), Axis("tang")], columns=[Axis("params"), Axis("speedup")],
+               format="count", paper_values={"bert-base": {"speedup": 64}})
+    write_table(p, [], tmp_path)
+    rows = md_rows(tmp_path / "paper-table3.md")
+    assert rows == [
+        ["model", "params", "speedup", "speedup (paper)", "speedup Δ"],
+        ["bert-base", "109,483,778", "27.3", "64", "-36.7"],
+        ["tang", "no model 'tang' in bench.csv", "no model 'tang' in bench.csv", "–", "–"]]
+    assert (tmp_path / "paper-table3.md").read_text().endswith(
+        "Measured by `distil-bench` on this machine (bench.csv); rows: 1 done, 1 failed.\n")
+
+
+def test_a_bench_table_without_bench_csv_says_to_run_the_bench(tmp_path):
+    with pytest.raises(DistilError) as error:
+        write_table(preset(kind="bench"), [], tmp_path)
+    assert str(error.value) == (f"table paper-table3: {tmp_path / 'bench.csv'} does not exist: "
+                                "run `make bench` (distil-bench) first")
+
+
+def test_data_rows_are_dataset_summaries_and_an_unknown_dataset_is_its_row_error(tmp_path):
+    p = preset(kind="data", rows=[Axis("toy", ["dataset=toy"]), Axis("nope", ["dataset=nope"])],
+               columns=[Axis("labels"), Axis("test")], format="count", scales={"cpu": Scale()})
+    write_table(p, [], tmp_path)
+    rows = md_rows(tmp_path / "paper-table3.md")
+    unknown = "failed: unknown dataset 'nope'; choose one of: ag_news, bbc…"  # the row's error, cut
+    assert rows == [["dataset", "labels", "test"], ["toy", "3", "24"], ["nope", unknown, unknown]]
+    assert (tmp_path / "paper-table3.md").read_text().endswith(
+        "Scale: cpu; dataset summaries as `distil-data` computes them (no training); rows: 1 done, 1 failed.\n")
+
+
+@pytest.mark.parametrize("plot", [{"x": "columns", "kind": "line"},
+                                  {"x": "speed.speedup", "y": "student.test.accuracy", "kind": "scatter"}],
+                         ids=["line", "scatter"])
+def test_a_plot_is_written_as_a_png(tmp_path, plot):
+    cells = [cell(row, seed, {**ok(accuracy=0.7 + seed / 100), "speed": {"speedup": 10.0 * seed}}, column)
+             for row in ("D0", "D1") for column in ("0.7M", "5k") for seed in (1, 2)]
+    p = preset(columns=[Axis("0.7M"), Axis("5k")], paper_values={"D0": {"0.7M": 71.26}}, plot=plot)
+    paths = write_table(p, cells, tmp_path)
+    assert paths[-1] == tmp_path / "paper-table3.png"
+    assert paths[-1].read_bytes()[:8] == PNG_MAGIC
+
+
+@pytest.mark.parametrize("fields, message", [
+    ({"rows_from": "languages", "value": "f1"},
+     "table paper-table3: rows_from: languages reads student.<split>.per_language, so value must be "
+     "student.<split>.<metric> (e.g. student.test.f1), not 'f1'"),
+    ({"plot": {"kind": "bars"}}, "table paper-table3: plot kind 'bars' is not one of: line, scatter"),
+    ({"plot": {"kind": "scatter"}}, "table paper-table3: a scatter plot needs x: a metrics.json path "
+                                    "(e.g. {x: speed.speedup, y: student.test.f1, kind: scatter})"),
+], ids=["languages-value", "plot-kind", "scatter-x"])
+def test_a_preset_that_cannot_be_rendered_is_one_line_before_any_file_is_written(tmp_path, fields, message):
+    with pytest.raises(DistilError) as error:
+        write_table(preset(**fields), SEEDED, tmp_path)
+    assert str(error.value) == message
+    assert list(tmp_path.iterdir()) == []
+
+
+def readme_results():
+    spec = importlib.util.spec_from_file_location("readme_results", REPO / "scripts" / "readme_results.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+README = "# distil\n\nintro\n\n## Results\n\n<!-- results:start -->\nold, typed by hand\n<!-- results:end -->\n\n" \
+         "text after\n\n## Architecture\n\nmodules\n"
+
+
+def test_readme_results_replaces_only_between_the_markers_and_is_idempotent(tmp_path):
+    tables = tmp_path / "outputs" / "tables"
+    write_table(preset(plot={"x": "columns", "kind": "line"}), SEEDED, tables)
+    (tables / "bench.md").write_text("| model |\n")  # not a table preset's: left out
+    readme = tmp_path / "README.md"
+    readme.write_text(README)
+    script = readme_results()
+    script.main(["--readme", str(readme), "--tables", str(tables)])
+    once = readme.read_text()
+    head, rest = once.split("<!-- results:start -->\n")
+    generated, tail = rest.split("\n<!-- results:end -->")
+    assert head == "# distil\n\nintro\n\n## Results\n\n"
+    assert tail == "\n\ntext after\n\n## Architecture\n\nmodules\n"
+    assert generated == "\n\n".join([
+        "Generated by `make readme-results` from `outputs/tables/*.md` (do not edit by hand: edit the table "
+        "presets or re-run the tables).", (tables / "paper-table3.md").read_text().strip(),
+        "![paper-table3](outputs/tables/paper-table3.png)"])
+    script.main(["--readme", str(readme), "--tables", str(tables)])
+    assert readme.read_text() == once
+
+
+def test_readme_results_adds_the_section_before_architecture_when_the_markers_are_missing(tmp_path):
+    readme = tmp_path / "README.md"
+    readme.write_text("# distil\n\nintro\n\n## Architecture\n\nmodules\n")
+    readme_results().main(["--readme", str(readme), "--tables", str(tmp_path / "none")])
+    assert readme.read_text() == ("# distil\n\nintro\n\n## Results\n\n<!-- results:start -->\nGenerated by "
+                                  "`make readme-results` from `none/*.md` (do not edit by hand: edit the table "
+                                  "presets or re-run the tables).\n\nNo tables yet: run `make tables`.\n"
+                                  "<!-- results:end -->\n\n## Architecture\n\nmodules\n")
