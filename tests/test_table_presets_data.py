@@ -1,0 +1,56 @@
+"""The paper-table presets as data (distil/conf/table/*.yaml), read without the table loader:
+every published number sits under a row and column the preset lays out, and every file says
+what its cpu scale costs. The loader's own tests build and compose their sweeps."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import yaml
+
+from distil.cli import CONF_DIR
+from distil.tables.preset import FORMATS, KINDS, ROWS_FROM, SCALES
+
+PRESETS = sorted((CONF_DIR / "table").glob("*.yaml"))
+# The tables issue 14 lists for Mukherjee & Awadallah and XtremeDistil.
+LISTED = [f"mukherjee-table{n}" for n in (3, 4, 5, 6, 7, 8, 9, 10, 12)] + [
+    f"xtremedistil-table{n}" for n in (1, 3, 4, 6, 11, 12, 13, 14, 15, 16, 17)]
+
+
+def load(path):
+    return yaml.safe_load(path.read_text())
+
+
+def test_every_listed_table_has_a_preset():
+    assert sorted(set(LISTED) - {p.stem for p in PRESETS}) == []
+
+
+@pytest.mark.parametrize("path", PRESETS, ids=lambda p: p.stem)
+def test_preset_is_consistent(path):
+    preset = load(path)
+    assert preset["name"] == path.stem
+    assert (preset["kind"], preset["format"]) in {(k, f) for k in KINDS for f in FORMATS}
+    assert preset["rows_from"] in ROWS_FROM
+    assert sorted(preset["scales"]) == sorted(SCALES)
+    rows = [r["label"] for r in preset["rows"]]
+    columns = [c["label"] for c in preset.get("columns") or []]
+    assert len(set(rows)) == len(rows) and len(set(columns)) == len(columns)
+    for row, value in preset["paper_values"].items():
+        # rows read from a run (stages, languages) are not listed in the preset
+        assert preset["rows_from"] is not None or row in rows, f"paper value for unknown row {row!r}"
+        for column in value if isinstance(value, dict) else []:
+            assert column in columns, f"paper value for unknown column {column!r} of row {row!r}"
+    # the budget of `make tables` is kept by these estimates: each file states its own
+    assert re.match(r"# cpu scale: ~\d+ minutes?", path.read_text())
+
+
+def test_mukherjee_table8_soft_column_is_their_full_distillation():
+    """Table 8's "soft" numbers are Table 12's RL | LL + CE, not logits alone."""
+    preset = load(CONF_DIR / "table" / "mukherjee-table8.yaml")
+    soft = next(c for c in preset["columns"] if c["label"] == "Soft Distillation")
+    assert soft["overrides"] == ["schedule=rl-llce"]
+    twelve = load(CONF_DIR / "table" / "mukherjee-table12.yaml")["paper_values"]
+    same_row = {"AG News": "Ag News", "Elec (SST-2 at cpu)": "Elec (SST-2 at cpu)", "DBPedia": "DbPedia", "IMDB": "IMDB"}
+    for row, values in preset["paper_values"].items():
+        assert values["Soft Distillation"] == twelve[f"{same_row[row]} (BERT Large)"]["RL | LL + CE"]
