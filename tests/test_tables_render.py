@@ -212,3 +212,16 @@ def test_readme_results_adds_the_section_before_architecture_when_the_markers_ar
                                   "`make readme-results` from `none/*.md` (do not edit by hand: edit the table "
                                   "presets or re-run the tables).\n\nNo tables yet: run `make tables`.\n"
                                   "<!-- results:end -->\n\n## Architecture\n\nmodules\n")
+
+
+def test_an_axis_names_its_model_or_field_so_labels_can_read_like_the_papers(tmp_path):
+    """The presets' convention: a bench row's `model=<bench model>`, a data column's `value=<field>`."""
+    pd.DataFrame([{"model": "BiLSTM E300 H2x600", "params": 13_488_602}]).to_csv(tmp_path / "bench.csv")
+    bench = preset(kind="bench", rows=[Axis("Distilled Student", ["model=BiLSTM E300 H2x600"])],
+                   value="params", format="count")
+    write_table(bench, [], tmp_path)
+    assert md_rows(tmp_path / "paper-table3.md")[1] == ["Distilled Student", "13,488,602"]
+    data = preset(kind="data", rows=[Axis("Toy", ["dataset=toy"])], columns=[Axis("Class", ["value=labels"])],
+                  format="count", scales={"cpu": Scale()})
+    write_table(data, [], tmp_path)
+    assert md_rows(tmp_path / "paper-table3.md") == [["dataset", "Class"], ["Toy", "3"]]

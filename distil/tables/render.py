@@ -33,7 +33,7 @@ from typing import Any
 import pandas as pd
 
 from distil.errors import DistilError
-from distil.tables.preset import Cell, TablePreset
+from distil.tables.preset import Axis, Cell, TablePreset
 
 NOT_RUN = "not run"
 ERROR_CHARS = 60
@@ -199,13 +199,20 @@ def language_samples(preset: TablePreset, cell: Cell) -> list[Sample]:
     return [Sample(lang, cell.column, value=scaled(v, preset.format)) for lang, v in scores.items()]
 
 
+def named(axis: Axis, key: str) -> str:
+    """What a data or bench axis names: its `<key>=<name>` entry (`value=transfer (unlabeled)`,
+    `model=BiLSTM E300 H2x600`: a label can then read like the paper's), else its label."""
+    entries = [o.partition("=")[2] for o in axis.overrides_for("cpu") if o.startswith(f"{key}=")]
+    return entries[0] if entries else axis.label
+
+
 def row_samples(preset: TablePreset, row: str, record: dict | None, error: str | None, source: str) -> list[Sample]:
-    """Data and bench tables: one sample per field of the row's record; each column label is a
-    field, and without columns the one field is `value`. A row without a record shows its error."""
-    fields = [c.label for c in preset.columns] or [None]
+    """Data and bench tables: one sample per field of the row's record; each column names a field
+    (see `named`), and without columns the one field is `value`. A row without a record shows its error."""
+    columns = [(c.label, named(c, "value")) for c in preset.columns] or [(None, preset.value)]
     if record is None:
-        return [Sample(row, f, error=error) for f in fields]
-    return [read_sample(preset.format, row, f, record, f or preset.value, source) for f in fields]
+        return [Sample(row, label, error=error) for label, _ in columns]
+    return [read_sample(preset.format, row, label, record, field, source) for label, field in columns]
 
 
 def data_samples(preset: TablePreset, scale: str) -> list[Sample]:
@@ -218,7 +225,7 @@ def data_samples(preset: TablePreset, scale: str) -> list[Sample]:
     for row in preset.rows:
         record, error = None, None
         try:
-            cfg, data = load_splits([*base, *row.overrides_for(scale)])
+            cfg, data = load_splits([*base, *row.overrides_for(scale)])  # rows name datasets; columns fields
             record = overview(data, cfg.dataset.name).iloc[0].to_dict()
         except DistilError as problem:
             error = f"failed: {problem}"
@@ -232,9 +239,10 @@ def bench_samples(preset: TablePreset, path: Path) -> list[Sample]:
     bench = pd.read_csv(path)
     samples = []
     for row in preset.rows:
-        found = bench[bench["model"] == row.label]
+        model = named(row, "model")
+        found = bench[bench["model"] == model]
         record = None if found.empty else found.iloc[0].to_dict()
-        samples += row_samples(preset, row.label, record, f"no model '{row.label}' in bench.csv", "bench.csv")
+        samples += row_samples(preset, row.label, record, f"no model '{model}' in bench.csv", "bench.csv")
     return samples
 
 
