@@ -31,7 +31,6 @@ def test_every_shipped_preset_builds_its_sweep(path):
         for cell in cells:
             assert re.fullmatch(r"[0-9a-f]{16}", cell.key)
             assert cell.overrides[-1] == f"seed={cell.seed}"
-        assert len({cell.key for cell in cells}) == len(cells), f"{preset.name} at {scale} names one run twice"
     if preset.kind == "sweep":
         assert any(expand(preset, scale) for scale in SCALES)
 
@@ -67,38 +66,60 @@ def test_a_key_covers_what_changes_a_result_only():
     assert cell_key(["debug=smoke", "seed=2"]) != key
 
 
-LOAD_ERRORS = [
-    ("kind: sweeps\n", "table preset {p}: unknown kind 'sweeps'; choose one of: sweep, data, bench"),
-    ("kind: data\nformat: percents\n", "table preset {p}: unknown format 'percents'; choose one of: percent, number, "
-     "ratio, count"),
-    ("kind: data\nrows_from: stage\n", "table preset {p}: unknown rows_from 'stage'; choose one of: null, stages, "
-     "languages"),
-    ("kind: data\nscales: {gpu: {seeds: [1]}}\n", "table preset {p}: unknown scale 'gpu'; choose one of: cpu, paper"),
-    ("rows: [{label: A, overrides: [schedule=d1]}]\nscales: {cpu: {seeds: [1]}}\npaper_values: {B: 1.0}\n",
-     "table preset {p}: paper_values names row 'B', which is not a row; rows are: A"),
-    ("rows: [{label: A}]\ncolumns: [{label: c}]\nscales: {cpu: {seeds: [1]}}\npaper_values: {A: {d: 1.0}}\n",
+LOAD_ERRORS = [  # (test id, preset text, message with {p} for the preset's path)
+    ("unknown-kind", "kind: sweeps\n", "table preset {p}: unknown kind 'sweeps'; choose one of: sweep, data, bench"),
+    ("unknown-format", "kind: data\nformat: percents\n",
+     "table preset {p}: unknown format 'percents'; choose one of: percent, number, ratio, count"),
+    ("unknown-rows-from", "kind: data\nrows_from: stage\n",
+     "table preset {p}: unknown rows_from 'stage'; choose one of: null, stages, languages"),
+    ("unknown-scale", "kind: data\nscales: {gpu: {seeds: [1]}}\n",
+     "table preset {p}: unknown scale 'gpu'; choose one of: cpu, paper"),
+    ("paper-value-row", "rows: [{label: A, overrides: [schedule=d1]}]\nscales: {cpu: {seeds: [1]}}\n"
+     "paper_values: {B: 1.0}\n", "table preset {p}: paper_values names row 'B', which is not a row; rows are: A"),
+    ("paper-value-column", "rows: [{label: A}]\ncolumns: [{label: c}]\nscales: {cpu: {seeds: [1]}}\n"
+     "paper_values: {A: {d: 1.0}}\n",
      "table preset {p}: paper_values[A] names column 'd', which is not a column; columns are: c"),
-    ("rows: [{label: A}]\n", "table preset {p}: a sweep needs scales, e.g. scales: {{cpu: {{base: [...], seeds: [1]}}}}"),
-    ("scales: {cpu: {seeds: [1]}}\n", "table preset {p}: a sweep needs rows: [{{label: ..., overrides: [...]}}] "
-     "(or rows_from)"),
-    ("rows: [{label: A}]\nscales: {cpu: {seeds: []}}\n", "table preset {p}: scale cpu has no seeds; give at least one, "
-     "e.g. seeds: [1]"),
-    ("name: other\nkind: data\n", "table preset {p} says name: other; a preset's name is its file name (bad): rename "
-     "one of them"),
-    ("kind: data\nsweep: []\n", "table preset {p}: Key 'sweep' not in 'TablePreset' (at sweep); fix the file"),
-    ("kind: data\nrows: [{name: A}]\n", "table preset {p}: rows[0] must be {{label: <text>, overrides: [...]}}; "
+    ("no-scales", "rows: [{label: A}]\n",
+     "table preset {p}: a sweep needs scales, e.g. scales: {cpu: {base: [...], seeds: [1]}}"),
+    ("no-rows", "scales: {cpu: {seeds: [1]}}\n",
+     "table preset {p}: a sweep needs rows: [{label: ..., overrides: [...]}] (or rows_from)"),
+    ("no-seeds", "rows: [{label: A}]\nscales: {cpu: {seeds: []}}\n",
+     "table preset {p}: scale cpu has no seeds; give at least one, e.g. seeds: [1]"),
+    ("name-not-file", "name: other\nkind: data\n",
+     "table preset {p} says name: other; a preset's name is its file name (bad): rename one of them"),
+    ("unknown-field", "kind: data\nsweep: []\n",
+     "table preset {p}: Key 'sweep' not in 'TablePreset' (at sweep); fix the file"),
+    ("bad-axis", "kind: data\nrows: [{name: A}]\n",
+     "table preset {p}: rows[0] must be {label: <text>, overrides: [...]}; fix the file"),
+    ("axis-scale", "kind: data\nrows: [{label: A, overrides: {gpu: [a=1]}}]\n",
+     "table preset {p}: rows[0] has overrides for unknown scale(s) gpu; choose from: cpu, paper"),
+    ("axis-overrides", "kind: data\nrows: [{label: A, overrides: schedule=d1}]\n",
+     "table preset {p}: rows[0]: overrides must be a list of key=value strings, or {cpu: [...], paper: [...]}; "
      "fix the file"),
-    ("kind: data\nrows: [{label: A, overrides: {gpu: [a=1]}}]\n", "table preset {p}: rows[0] has overrides for "
-     "unknown scale(s) gpu; choose from: cpu, paper"),
 ]
 
 
-@pytest.mark.parametrize("text,message", LOAD_ERRORS, ids=[m[21:60] for _, m in LOAD_ERRORS])
+@pytest.mark.parametrize("text,message", [case[1:] for case in LOAD_ERRORS], ids=[case[0] for case in LOAD_ERRORS])
 def test_a_bad_preset_is_one_line_naming_the_fix(tmp_path, text, message):
     path = write_preset(tmp_path, "bad", text)
     with pytest.raises(DistilError) as error:
         load_preset(path)
-    assert str(error.value) == message.format(p=path)
+    assert str(error.value) == message.replace("{p}", str(path))
+
+
+def test_an_unreadable_preset_file_is_one_line(tmp_path):
+    listed, broken, missing = tmp_path / "listed.yaml", tmp_path / "broken.yaml", tmp_path / "missing.yaml"
+    listed.write_text("- a\n- b\n")
+    broken.write_text("rows: [\n")
+    messages = []
+    for path in (listed, broken, missing):
+        with pytest.raises(DistilError) as error:
+            load_preset(path)
+        messages.append(str(error.value))
+    assert messages[0] == f"table preset {listed}: expected a mapping of fields (name, paper, rows, ...); fix the file"
+    assert messages[1].startswith(f"table preset {broken}: cannot read it (while parsing a flow node")
+    assert messages[1].endswith("); fix the file")
+    assert messages[2] == f"table preset file {missing} does not exist; give an existing file or a preset name"
 
 
 def test_an_unknown_preset_name_lists_the_presets():

@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+import yaml
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
@@ -44,7 +45,7 @@ def load_preset(path_or_name: str | Path) -> TablePreset:
     path = _preset_path(path_or_name)
     try:
         data = OmegaConf.to_container(OmegaConf.load(path))
-    except (OSError, ValueError) as error:  # YAML syntax errors are ValueErrors
+    except (OSError, ValueError, yaml.YAMLError) as error:
         raise DistilError(f"table preset {path}: cannot read it ({_first_line(error)}); fix the file") from error
     if not isinstance(data, dict):
         raise DistilError(f"table preset {path}: expected a mapping of fields (name, paper, rows, ...); fix the file")

@@ -82,8 +82,9 @@ def write_json_atomic(path: Path, data: dict) -> None:
 
 
 def stop(process: subprocess.Popen) -> None:
-    """The terminal's Ctrl-C reaches the cell too; if it is still running a moment later, tell it."""
-    for send in (None, signal.SIGINT, signal.SIGKILL):
+    """The terminal's Ctrl-C reaches the cell too; if it is still running a moment later, tell it (with
+    SIGTERM: a process started in the background may ignore SIGINT, and `distil` handles both alike)."""
+    for send in (None, signal.SIGTERM, signal.SIGKILL):
         if send is not None:
             process.send_signal(send)
         try:
