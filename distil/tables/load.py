@@ -1,0 +1,148 @@
+"""Table presets from YAML: `load_preset(name or path)` and `presets()` (every one we ship).
+
+A preset is found by name in `distil/conf/table/` and in the `table/` directory of every
+DISTIL_CONFIG_DIR entry (a user's own tables, searched first), or read from a path to its file.
+Everything a typo can break is checked here, before any cell runs: one line says what and how to fix.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import yaml
+from omegaconf import OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from distil.errors import DistilError
+from distil.overrides import CONFIG_DIR_ENV
+from distil.tables.preset import FORMATS, KINDS, ROWS_FROM, SCALES, Axis, TablePreset
+
+PRESET_DIR = Path(__file__).resolve().parent.parent / "conf" / "table"
+AXES = ("rows", "columns")  # built here, not by OmegaConf: their overrides are a list or a per-scale map
+
+
+def preset_dirs() -> list[Path]:
+    """Where presets are looked up by name: the user's DISTIL_CONFIG_DIR tables first, then ours."""
+    user = [Path(d) / "table" for d in os.environ.get(CONFIG_DIR_ENV, "").split(os.pathsep) if d]
+    return [*user, PRESET_DIR]
+
+
+def preset_files() -> dict[str, Path]:
+    """name -> file of every preset found by name (an earlier directory wins)."""
+    files: dict[str, Path] = {}
+    for directory in reversed(preset_dirs()):
+        files.update({path.stem: path for path in directory.glob("*.yaml")})
+    return dict(sorted(files.items()))
+
+
+def presets() -> list[TablePreset]:
+    return [load_preset(path) for path in preset_files().values()]
+
+
+def load_preset(path_or_name: str | Path) -> TablePreset:
+    path = _preset_path(path_or_name)
+    try:
+        data = OmegaConf.to_container(OmegaConf.load(path))
+    except (OSError, ValueError, yaml.YAMLError) as error:
+        raise DistilError(f"table preset {path}: cannot read it ({_first_line(error)}); fix the file") from error
+    if not isinstance(data, dict):
+        raise DistilError(f"table preset {path}: expected a mapping of fields (name, paper, rows, ...); fix the file")
+    preset = _structured(data, path)
+    check_preset(preset, path)
+    return preset
+
+
+def _preset_path(path_or_name: str | Path) -> Path:
+    path = Path(path_or_name)
+    if path.suffix in (".yaml", ".yml") or path.is_file():
+        if not path.is_file():
+            raise DistilError(f"table preset file {path} does not exist; give an existing file or a preset name")
+        return path
+    files = preset_files()
+    if str(path_or_name) not in files:
+        raise DistilError(f"unknown table preset '{path_or_name}'; choose one of: {', '.join(files) or '(none)'} "
+                          f"(distil-table --list describes them)")
+    return files[str(path_or_name)]
+
+
+def _structured(data: dict, path: Path) -> TablePreset:
+    """The YAML merged into the TablePreset dataclass (unknown keys and wrong types are errors)."""
+    data.setdefault("name", path.stem)
+    axes = {axis: data.pop(axis, None) or [] for axis in AXES}
+    try:
+        preset = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(TablePreset), data))
+    except OmegaConfBaseException as error:
+        where = f" (at {error.full_key})" if getattr(error, "full_key", None) else ""
+        raise DistilError(f"table preset {path}: {_first_line(error)}{where}; fix the file") from error
+    for axis, entries in axes.items():
+        setattr(preset, axis, [_axis(entry, f"{path}: {axis}[{i}]") for i, entry in enumerate(entries)])
+    return preset
+
+
+def _axis(entry: Any, where: str) -> Axis:
+    if not isinstance(entry, dict) or not isinstance(entry.get("label"), str) or set(entry) - {"label", "overrides"}:
+        raise DistilError(f"table preset {where} must be {{label: <text>, overrides: [...]}}; fix the file")
+    overrides = entry.get("overrides") or []
+    per_scale = overrides.values() if isinstance(overrides, dict) else [overrides]
+    if isinstance(overrides, dict) and set(overrides) - set(SCALES):
+        raise DistilError(f"table preset {where} has overrides for unknown scale(s) "
+                          f"{', '.join(sorted(set(overrides) - set(SCALES)))}; choose from: {', '.join(SCALES)}")
+    if not all(isinstance(values, list) and all(isinstance(v, str) for v in values) for values in per_scale):
+        raise DistilError(f"table preset {where}: overrides must be a list of key=value strings, or "
+                          f"{{cpu: [...], paper: [...]}}; fix the file")
+    return Axis(label=entry["label"], overrides=overrides)
+
+
+def check_preset(preset: TablePreset, source: Path | str) -> None:
+    """The choices a preset makes, and the sweep it describes, are ones the runner knows."""
+    where = f"table preset {source}"
+    _check_choice(where, "kind", preset.kind, KINDS)
+    _check_choice(where, "format", preset.format, FORMATS)
+    _check_choice(where, "rows_from", preset.rows_from, ROWS_FROM)
+    for scale in preset.scales:
+        _check_choice(where, "scale", scale, SCALES)
+    if preset.name != Path(source).stem:
+        raise DistilError(f"{where} says name: {preset.name}; a preset's name is its file name "
+                          f"({Path(source).stem}): rename one of them")
+    if preset.kind == "sweep":
+        _check_sweep(preset, where)
+    _check_paper_values(preset, where)
+
+
+def _check_choice(where: str, field: str, value: Any, choices: tuple) -> None:
+    if value not in choices:
+        names = ", ".join("null" if c is None else c for c in choices)
+        raise DistilError(f"{where}: unknown {field} '{value}'; choose one of: {names}")
+
+
+def _check_sweep(preset: TablePreset, where: str) -> None:
+    """A sweep runs something: a scale, seeds, and rows (or a run per column whose stages/languages are rows)."""
+    if not preset.scales:
+        raise DistilError(f"{where}: a sweep needs scales, e.g. scales: {{cpu: {{base: [...], seeds: [1]}}}}")
+    if not preset.rows and preset.rows_from is None:
+        raise DistilError(f"{where}: a sweep needs rows: [{{label: ..., overrides: [...]}}] (or rows_from)")
+    for name, scale in preset.scales.items():
+        if not scale.seeds:
+            raise DistilError(f"{where}: scale {name} has no seeds; give at least one, e.g. seeds: [1]")
+
+
+def _check_paper_values(preset: TablePreset, where: str) -> None:
+    """Every published number belongs to a row (and column) of ours, so none is silently dropped.
+    Rows taken from the runs (rows_from) are only known once they have run."""
+    rows = [row.label for row in preset.rows]
+    columns = [column.label for column in preset.columns]
+    for row, value in preset.paper_values.items():
+        if preset.rows_from is None and row not in rows:
+            raise DistilError(f"{where}: paper_values names row '{row}', which is not a row; "
+                              f"rows are: {', '.join(rows)}")
+        if isinstance(value, dict) and columns:
+            unknown = [column for column in value if column not in columns]
+            if unknown:
+                raise DistilError(f"{where}: paper_values[{row}] names column '{unknown[0]}', which is not a "
+                                  f"column; columns are: {', '.join(columns)}")
+
+
+def _first_line(error: Exception) -> str:
+    return str(error).strip().splitlines()[0].rstrip(".") if str(error).strip() else type(error).__name__

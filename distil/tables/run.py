@@ -1,0 +1,223 @@
+"""`distil-table`: run the missing cells of paper tables, then write the tables.
+
+    distil-table xtremedistil-table3 [more names or preset files] [--scale cpu|paper]
+    distil-table --all               # every preset (`make tables`)
+    distil-table NAME --dry-run      # the cells, their keys, and which are done; runs nothing
+    distil-table --list              # the presets and their cell counts per scale
+
+Each cell runs as the real `distil` console script in a subprocess, one at a time, into
+`<outputs>/cells/<key>/` (outputs: $DISTIL_OUTPUTS or ./outputs, as for `distil`). A cell whose
+metrics.json says `status: ok` is skipped, so an interrupted table continues where it stopped (the
+killed cell resumes from the student checkpoints `distil` keeps in its cache). A failed or crashed
+cell is recorded in its metrics.json and the others go on; the table marks it with its error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from rich.console import Console
+from rich.text import Text
+
+from distil.cli import Terminated, _raise_terminated
+from distil.errors import DistilError
+from distil.tables.cells import cell_dir, cell_specs, collect, expand, label, read_result
+from distil.tables.load import load_preset, presets
+from distil.tables.preset import SCALES, Cell, TablePreset
+
+console = Console(highlight=False, soft_wrap=True)  # one line per cell, also in logs
+INTERRUPTED = "distil-table: interrupted; rerun the same command to continue (finished cells are not run again)"
+STOP_GRACE_SECONDS = 60  # a cell told to stop writes `failed: interrupted` and releases its locks first
+LOG_NAME = "distil-table.log"  # the cell's own output, beside Hydra's distil.log
+
+
+def outputs_root() -> Path:
+    return Path(os.environ.get("DISTIL_OUTPUTS", "outputs")).resolve()
+
+
+def console_script(name: str) -> str:
+    """The script installed beside this interpreter (this checkout's), else the one on PATH."""
+    beside = Path(sys.executable).parent / name
+    found = str(beside) if beside.is_file() else shutil.which(name)
+    if found is None:
+        raise DistilError(f"the {name} console script is not installed; run `pip install -e .` in the checkout")
+    return found
+
+
+def run_cell(cell: Cell, root: Path) -> tuple[str, str | None]:
+    """Run one cell to its end; (how it ended, error or None). Its metrics.json always says why."""
+    directory = cell_dir(root, cell.key)
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "metrics.json").unlink(missing_ok=True)  # an earlier failure's: never read as this run's
+    run_dir = str(directory).replace("'", "\\'")
+    command = [console_script("distil"), *cell.overrides, f"hydra.run.dir='{run_dir}'"]
+    with (directory / LOG_NAME).open("w") as log:
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            code = process.wait()
+        except BaseException:  # Ctrl-C or SIGTERM: let the cell record `failed: interrupted` first
+            stop(process)
+            raise
+    metrics, error = read_result(directory / "metrics.json")
+    if metrics is None:  # crashed (killed, out of memory) before writing its own
+        error = (f"failed: distil exited with code {code} without writing metrics.json "
+                 f"(its output: {directory / LOG_NAME})")
+        write_json_atomic(directory / "metrics.json", {"status": error, "overrides": cell.overrides})
+    return ("done" if error is None else error), error
+
+
+def write_json_atomic(path: Path, data: dict) -> None:
+    """As pipeline's (a reader sees the old file or the new one), without importing torch to start."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2))
+    os.replace(tmp, path)
+
+
+def stop(process: subprocess.Popen) -> None:
+    """The terminal's Ctrl-C reaches the cell too; if it is still running a moment later, tell it (with
+    SIGTERM: a process started in the background may ignore SIGINT, and `distil` handles both alike)."""
+    for send in (None, signal.SIGTERM, signal.SIGKILL):
+        if send is not None:
+            process.send_signal(send)
+        try:
+            process.wait(timeout=5 if send is None else STOP_GRACE_SECONDS)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def run_sweep(preset: TablePreset, cells: list[Cell], root: Path) -> list[str]:
+    """Run the cells not yet done, one at a time; the failed cells' descriptions."""
+    failed = []
+    for i, cell in enumerate(cells, 1):
+        name = f"cell {i}/{len(cells)} {preset.name} {label(cell.row, cell.column, cell.seed)}: "
+        if read_result(cell_dir(root, cell.key) / "metrics.json")[1] is None:  # done, here or by another table
+            show(name, "skipped (done)", "dim")
+            continue
+        show(name, "running", "blue")
+        start = time.monotonic()
+        ended, error = run_cell(cell, root)
+        if error is None:
+            show(name, f"done in {duration(time.monotonic() - start)}", "green")
+        else:
+            show(name, ended, "red")
+            failed.append(f"{preset.name} {label(cell.row, cell.column, cell.seed)} ({cell_dir(root, cell.key)})")
+    return failed
+
+
+def run_bench(root: Path) -> list[str]:
+    """A bench table reads outputs/tables/bench.csv: measure it once if it is not there."""
+    out = root / "tables"
+    if (out / "bench.csv").is_file():
+        show("bench: ", f"skipped (done: {out / 'bench.csv'})", "dim")
+        return []
+    show("bench: ", "running distil-bench", "blue")
+    code = subprocess.run([console_script("distil-bench"), "--out", str(out)]).returncode
+    return [] if code == 0 else [f"distil-bench exited with code {code}"]
+
+
+def render(preset: TablePreset, cells: list[Cell], root: Path) -> None:
+    try:
+        from distil.tables.render import write_table
+    except ModuleNotFoundError as error:
+        if error.name != "distil.tables.render":
+            raise
+        console.print(f"distil-table: no table renderer yet (distil/tables/render.py); {preset.name}'s cells are "
+                      f"in {root / 'cells'}", markup=False)
+        return
+    write_table(preset, cells, root / "tables")
+
+
+def show(name: str, status: str, style: str) -> None:
+    console.print(Text.assemble(name, (status, style)))
+
+
+def duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    minutes = round(seconds / 60)
+    return f"{minutes} min" if minutes < 90 else f"{minutes // 60} h {minutes % 60} min"
+
+
+def list_presets() -> None:
+    for preset in presets():
+        counts = ", ".join(f"{scale} {len(cell_specs(preset, scale))} cells" for scale in SCALES)
+        console.print(f"{preset.name}  ({preset.kind}; {counts})  {preset.paper}, {preset.table}: {preset.title}",
+                      markup=False)
+
+
+def dry_run(preset: TablePreset, cells: list[Cell], root: Path) -> None:
+    console.print(f"{preset.name}: {len(cells)} cells ({preset.kind})", markup=False)
+    for cell in collect(cells, root):
+        state = "done" if cell.error is None else cell.error
+        console.print(f"  {cell.key}  {label(cell.row, cell.column, cell.seed)}: {state}  "
+                      f"[{' '.join(cell.overrides)}]", markup=False)
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="distil-table", description="Run the missing cells of paper tables "
+                                     "(distil/conf/table/*.yaml) and write outputs/tables/<name>.*")
+    parser.add_argument("names", nargs="*", help="preset names (distil-table --list) or preset files")
+    parser.add_argument("--scale", choices=SCALES, default="cpu", help="which sweep of each preset (default cpu)")
+    parser.add_argument("--all", action="store_true", help="every preset")
+    parser.add_argument("--dry-run", action="store_true", help="print the cells and whether each is done; run none")
+    parser.add_argument("--list", action="store_true", help="list the presets and their cell counts per scale")
+    args = parser.parse_args(argv)
+    if not (args.names or args.all or args.list):
+        parser.error("name a preset (distil-table --list shows them), or give --all")
+    return args
+
+
+def run(args: argparse.Namespace) -> list[str]:
+    """The failures of the tables asked for; every preset is loaded and expanded before any cell runs."""
+    if args.list:
+        list_presets()
+        return []
+    tables = presets() if args.all else [load_preset(name) for name in args.names]
+    plan = [(preset, expand(preset, args.scale)) for preset in tables]
+    root = outputs_root()
+    failed: list[str] = []
+    for preset, cells in plan:
+        if args.dry_run:
+            dry_run(preset, cells, root)
+            continue
+        if preset.kind == "sweep" and not cells:
+            console.print(f"{preset.name}: no {args.scale}-scale sweep (scales: {', '.join(preset.scales)}); "
+                          f"skipped", markup=False)
+            continue
+        failed += run_bench(root) if preset.kind == "bench" else []
+        failed += run_sweep(preset, cells, root)
+        render(preset, collect(cells, root), root)
+    return failed
+
+
+def main(argv: list[str] | None = None) -> None:
+    """`distil-table`: every ending is one line, never a traceback."""
+    args = parse_args(argv)
+    previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    try:
+        failed = run(args)
+    except DistilError as error:
+        print(f"distil-table: error: {error}", file=sys.stderr)
+        sys.exit(2)
+    except (KeyboardInterrupt, Terminated) as interrupt:
+        print(INTERRUPTED, file=sys.stderr)
+        sys.exit(143 if isinstance(interrupt, Terminated) else 130)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    if failed:
+        print(f"distil-table: error: {len(failed)} cell(s) failed (status in their metrics.json; the tables mark "
+              f"them): {'; '.join(failed)}", file=sys.stderr)
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()

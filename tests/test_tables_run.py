@@ -1,0 +1,241 @@
+"""distil-table: every shipped preset builds its sweep without running it; cell keys; the runner end to end."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from distil.errors import DistilError
+from distil.tables import run
+from distil.tables.cells import cell_key, cell_specs, collect, expand
+from distil.tables.load import PRESET_DIR, load_preset
+from distil.tables.preset import SCALES, Cell
+
+REPO = Path(__file__).resolve().parent.parent
+SHIPPED = sorted(PRESET_DIR.glob("*.yaml"))
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=[p.stem for p in SHIPPED])
+def test_every_shipped_preset_builds_its_sweep(path):
+    """The issue's "one test builds every table preset's sweep without running it": each loads,
+    and each cell at both scales composes (expand composes it to key it)."""
+    preset = load_preset(path.stem)
+    assert preset.name == path.stem
+    for scale in SCALES:
+        cells = expand(preset, scale)
+        assert len(cells) == len(cell_specs(preset, scale))
+        for cell in cells:
+            assert re.fullmatch(r"[0-9a-f]{16}", cell.key)
+            assert cell.overrides[-1] == f"seed={cell.seed}"
+    if preset.kind == "sweep":
+        assert any(expand(preset, scale) for scale in SCALES)
+
+
+def write_preset(directory: Path, name: str, text: str) -> Path:
+    path = directory / f"{name}.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("paper: test\ntable: T\ntitle: a test table\n" + text)
+    return path
+
+
+def test_equal_cells_of_two_tables_share_a_key(tmp_path):
+    one = load_preset(write_preset(tmp_path, "one", "scales: {cpu: {base: [debug=smoke], seeds: [1, 2]}}\n"
+                                   "rows: [{label: hard, overrides: [schedule=hard]}]\n"))
+    # the same runs, written another way: the schedule in the base, the seed given as a row
+    two = load_preset(write_preset(tmp_path, "two", "scales: {cpu: {base: [schedule=hard, debug=smoke], seeds: [2]}}\n"
+                                   "rows: [{label: H, overrides: {cpu: [trainer.threads=1]}}]\n"
+                                   "columns: [{label: c, overrides: [paths.outputs=/elsewhere]}]\n"))
+    keys_one = [cell.key for cell in expand(one, "cpu")]
+    assert [cell.key for cell in expand(two, "cpu")] == [keys_one[1]]
+    assert keys_one[0] != keys_one[1]  # seeds differ
+    assert expand(two, "paper") == []  # a scale the preset does not define has no cells
+
+
+def test_a_key_covers_what_changes_a_result_only():
+    key = cell_key(["debug=smoke", "seed=1"])
+    same = ["trainer.threads=1", "trainer.speed_examples=0", "trainer.checkpoint_every_seconds=5",
+            "paths.outputs=/x", "paths.data_dir=/y", "paths.cache=/z"]
+    assert cell_key(["debug=smoke", *same, "seed=1"]) == key
+    for different in ("schedule=hard", "trainer.epochs=4", "student.hidden_size=16", "transfer_size=5k",
+                      "teacher.name_or_path=/t", "dataset.split.labeled_per_class=3"):
+        assert cell_key(["debug=smoke", different, "seed=1"]) != key, different
+    assert cell_key(["debug=smoke", "seed=2"]) != key
+
+
+LOAD_ERRORS = [  # (test id, preset text, message with {p} for the preset's path)
+    ("unknown-kind", "kind: sweeps\n", "table preset {p}: unknown kind 'sweeps'; choose one of: sweep, data, bench"),
+    ("unknown-format", "kind: data\nformat: percents\n",
+     "table preset {p}: unknown format 'percents'; choose one of: percent, number, ratio, count"),
+    ("unknown-rows-from", "kind: data\nrows_from: stage\n",
+     "table preset {p}: unknown rows_from 'stage'; choose one of: null, stages, languages"),
+    ("unknown-scale", "kind: data\nscales: {gpu: {seeds: [1]}}\n",
+     "table preset {p}: unknown scale 'gpu'; choose one of: cpu, paper"),
+    ("paper-value-row", "rows: [{label: A, overrides: [schedule=d1]}]\nscales: {cpu: {seeds: [1]}}\n"
+     "paper_values: {B: 1.0}\n", "table preset {p}: paper_values names row 'B', which is not a row; rows are: A"),
+    ("paper-value-column", "rows: [{label: A}]\ncolumns: [{label: c}]\nscales: {cpu: {seeds: [1]}}\n"
+     "paper_values: {A: {d: 1.0}}\n",
+     "table preset {p}: paper_values[A] names column 'd', which is not a column; columns are: c"),
+    ("no-scales", "rows: [{label: A}]\n",
+     "table preset {p}: a sweep needs scales, e.g. scales: {cpu: {base: [...], seeds: [1]}}"),
+    ("no-rows", "scales: {cpu: {seeds: [1]}}\n",
+     "table preset {p}: a sweep needs rows: [{label: ..., overrides: [...]}] (or rows_from)"),
+    ("no-seeds", "rows: [{label: A}]\nscales: {cpu: {seeds: []}}\n",
+     "table preset {p}: scale cpu has no seeds; give at least one, e.g. seeds: [1]"),
+    ("name-not-file", "name: other\nkind: data\n",
+     "table preset {p} says name: other; a preset's name is its file name (bad): rename one of them"),
+    ("unknown-field", "kind: data\nsweep: []\n",
+     "table preset {p}: Key 'sweep' not in 'TablePreset' (at sweep); fix the file"),
+    ("bad-axis", "kind: data\nrows: [{name: A}]\n",
+     "table preset {p}: rows[0] must be {label: <text>, overrides: [...]}; fix the file"),
+    ("axis-scale", "kind: data\nrows: [{label: A, overrides: {gpu: [a=1]}}]\n",
+     "table preset {p}: rows[0] has overrides for unknown scale(s) gpu; choose from: cpu, paper"),
+    ("axis-overrides", "kind: data\nrows: [{label: A, overrides: schedule=d1}]\n",
+     "table preset {p}: rows[0]: overrides must be a list of key=value strings, or {cpu: [...], paper: [...]}; "
+     "fix the file"),
+]
+
+
+@pytest.mark.parametrize("text,message", [case[1:] for case in LOAD_ERRORS], ids=[case[0] for case in LOAD_ERRORS])
+def test_a_bad_preset_is_one_line_naming_the_fix(tmp_path, text, message):
+    path = write_preset(tmp_path, "bad", text)
+    with pytest.raises(DistilError) as error:
+        load_preset(path)
+    assert str(error.value) == message.replace("{p}", str(path))
+
+
+def test_an_unreadable_preset_file_is_one_line(tmp_path):
+    listed, broken, missing = tmp_path / "listed.yaml", tmp_path / "broken.yaml", tmp_path / "missing.yaml"
+    listed.write_text("- a\n- b\n")
+    broken.write_text("rows: [\n")
+    messages = []
+    for path in (listed, broken, missing):
+        with pytest.raises(DistilError) as error:
+            load_preset(path)
+        messages.append(str(error.value))
+    assert messages[0] == f"table preset {listed}: expected a mapping of fields (name, paper, rows, ...); fix the file"
+    assert messages[1].startswith(f"table preset {broken}: cannot read it (while parsing a flow node")
+    assert messages[1].endswith("); fix the file")
+    assert messages[2] == f"table preset file {missing} does not exist; give an existing file or a preset name"
+
+
+def test_an_unknown_preset_name_lists_the_presets():
+    with pytest.raises(DistilError) as error:
+        load_preset("xtremedistil-table99")
+    names = ", ".join(sorted(p.stem for p in SHIPPED))
+    assert str(error.value) == (f"unknown table preset 'xtremedistil-table99'; choose one of: {names} "
+                                "(distil-table --list describes them)")
+
+
+def test_a_cell_that_cannot_compose_fails_before_anything_runs(tmp_path):
+    preset = load_preset(write_preset(tmp_path, "typo", "scales: {cpu: {base: [debug=smoke], seeds: [1]}}\n"
+                                      "rows: [{label: D9, overrides: [schedule=d9]}]\n"))
+    with pytest.raises(DistilError) as error:
+        expand(preset, "cpu")
+    assert str(error.value).startswith("table preset typo, cell D9 seed 1: unknown schedule 'd9'; choose one of: "
+                                       "bilstm-soft, d0, d0-s, d1,")
+    assert str(error.value).endswith("; fix the preset")
+
+
+def test_a_crashed_cell_is_recorded(tmp_path, monkeypatch):
+    """A cell whose process dies before writing metrics.json gets one saying so; the table goes on."""
+    monkeypatch.setattr(run, "console_script", lambda name: "/bin/false")
+    cell = Cell(row="r", column=None, seed=1, overrides=["seed=1"], key="k")
+    ended, error = run.run_cell(cell, tmp_path)
+    log = tmp_path / "cells" / "k" / run.LOG_NAME
+    assert ended == error == f"failed: distil exited with code 1 without writing metrics.json (its output: {log})"
+    assert json.loads((tmp_path / "cells" / "k" / "metrics.json").read_text()) == {"status": error,
+                                                                                  "overrides": ["seed=1"]}
+    assert collect([cell], tmp_path)[0].error == error
+
+
+def test_collect_says_why_a_cell_has_no_number(tmp_path):
+    cells = [Cell(row=r, column=None, seed=1, overrides=["seed=1"], key=r) for r in ("ok", "failed", "junk", "none")]
+    for key, text in (("ok", '{"status": "ok", "x": 1}'), ("failed", '{"status": "failed: no data"}'),
+                      ("junk", '{"status": ')):
+        (tmp_path / "cells" / key).mkdir(parents=True)
+        (tmp_path / "cells" / key / "metrics.json").write_text(text)
+    collect(cells, tmp_path)
+    assert [(c.metrics, c.error) for c in cells[:2]] == [({"status": "ok", "x": 1}, None),
+                                                         ({"status": "failed: no data"}, "failed: no data")]
+    assert cells[2].metrics is None and cells[2].error.startswith("unreadable metrics.json (JSONDecodeError: ")
+    assert cells[2].error.endswith(f"; delete {tmp_path / 'cells' / 'junk'} to run it again")
+    assert (cells[3].metrics, cells[3].error) == (None, "not run")
+
+
+def test_make_targets_name_the_presets():
+    def dry(target: str) -> str:
+        return subprocess.run(["make", "-n", target], cwd=REPO, capture_output=True, text=True, check=True).stdout
+
+    assert dry("table-xtremedistil-3") == "distil-table --scale cpu xtremedistil-table3\n"
+    assert dry("table-mukherjee-12") == "distil-table --scale cpu mukherjee-table12\n"
+    assert dry("tables") == "distil-table --all --scale cpu\n"
+
+
+def table(args: list[str], capsys) -> tuple[int, str, str]:
+    """distil-table in-process (its cells still run as the real `distil` console script)."""
+    try:
+        run.main(args)
+        code = 0
+    except SystemExit as exit:
+        code = exit.code
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_distil_table_end_to_end(tmp_path, monkeypatch, capsys):
+    """2 rows x 1 column x 2 seeds run once; a second invocation runs none; a failing cell of another
+    table is recorded while the rest of that table finishes, and a cell both tables name runs once."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("DISTIL_OUTPUTS", raising=False)
+    monkeypatch.setenv("DISTIL_CONFIG_DIR", str(tmp_path / "conf"))  # presets found by name there
+    write_preset(tmp_path / "conf" / "table", "tiny", "scales: {cpu: {base: [debug=smoke], seeds: [1, 2]}}\n"
+                 "rows: [{label: hard, overrides: [schedule=hard]}, {label: D1, overrides: [schedule=d1]}]\n"
+                 "columns: [{label: all, overrides: [transfer_size=all]}]\n")
+    code, out, err = table(["tiny"], capsys)
+    assert code == 0, err
+    assert [line.split(": ")[0] for line in out.splitlines() if line.endswith(" s")] == [
+        f"cell {i}/4 tiny {row} x all seed {seed}" for i, (row, seed) in
+        enumerate([("hard", 1), ("hard", 2), ("D1", 1), ("D1", 2)], 1)]
+    cells = collect(expand(load_preset("tiny"), "cpu"), tmp_path / "outputs")
+    assert [cell.error for cell in cells] == [None] * 4
+    assert [(c.metrics["choices"]["schedule"], c.metrics["choices"]["seed"]) for c in cells] == [
+        ("hard", 1), ("hard", 2), ("d1", 1), ("d1", 2)]
+
+    files = {p: p.stat().st_mtime_ns for p in (tmp_path / "outputs" / "cells").rglob("*") if p.is_file()}
+    code, out, err = table(["tiny"], capsys)
+    assert code == 0, err
+    assert [line for line in out.splitlines() if line.startswith("cell ")] == [
+        f"cell {i}/4 tiny {label}: skipped (done)" for i, label in
+        enumerate(["hard x all seed 1", "hard x all seed 2", "D1 x all seed 1", "D1 x all seed 2"], 1)]
+    assert {p: p.stat().st_mtime_ns for p in files} == files
+
+    missing = tmp_path / "no-teacher"
+    write_preset(tmp_path / "conf" / "table", "other", "scales: {cpu: {base: [debug=smoke], seeds: [1]}}\n"
+                 f"rows: [{{label: broken, overrides: [teacher.name_or_path={missing}]}},\n"
+                 "       {label: hard, overrides: [schedule=hard, transfer_size=all]},\n"
+                 "       {label: D0, overrides: [schedule=d0]}]\n")
+    code, out, err = table(["other"], capsys)
+    broken, shared, d0 = collect(expand(load_preset("other"), "cpu"), tmp_path / "outputs")
+    reason = (f"failed: teacher 'tiny' ({missing}) is not available offline: set teacher.name_or_path=/path/to/a/local/"
+              "copy (a directory with config.json, weights and tokenizer files), or hub_offline=false where a hub "
+              "is reachable")
+    assert broken.error == reason
+    assert shared.key == cells[0].key and shared.error is None
+    assert d0.error is None and d0.metrics["choices"]["schedule"] == "d0"
+    assert [line for line in out.splitlines() if line.startswith("cell ") and "running" not in line][:2] == [
+        f"cell 1/3 other broken seed 1: {reason}", "cell 2/3 other hard seed 1: skipped (done)"]
+    assert code == 2
+    assert err.splitlines()[-1] == ("distil-table: error: 1 cell(s) failed (status in their metrics.json; the tables "
+                                    f"mark them): other broken seed 1 ({tmp_path / 'outputs' / 'cells' / broken.key})")
+
+    code, out, err = table(["other", "--dry-run"], capsys)
+    assert code == 0
+    assert out.splitlines()[:3] == ["other: 3 cells (sweep)",
+                                    f"  {broken.key}  broken seed 1: {reason}  "
+                                    f"[debug=smoke teacher.name_or_path={missing} seed=1]",
+                                    f"  {shared.key}  hard seed 1: done  [debug=smoke schedule=hard transfer_size=all "
+                                    "seed=1]"]
