@@ -51,6 +51,7 @@ def test_mukherjee_table8_soft_column_is_their_full_distillation():
     soft = next(c for c in preset["columns"] if c["label"] == "Soft Distillation")
     assert soft["overrides"] == ["schedule=rl-llce"]
     twelve = load(CONF_DIR / "table" / "mukherjee-table12.yaml")["paper_values"]
-    same_row = {"AG News": "Ag News", "Elec (SST-2 at cpu)": "Elec (SST-2 at cpu)", "DBPedia": "DbPedia", "IMDB": "IMDB"}
+    same_row = {"AG News": "Ag News", "Elec (SST-2 at cpu)": "Elec (SST-2 at cpu)", "DBPedia": "DbPedia",
+                "IMDB": "IMDB"}
     for row, values in preset["paper_values"].items():
         assert values["Soft Distillation"] == twelve[f"{same_row[row]} (BERT Large)"]["RL | LL + CE"]

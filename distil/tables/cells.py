@@ -36,8 +36,9 @@ KEY_LENGTH = 16
 
 def cell_specs(preset: TablePreset, scale: str) -> list[tuple[str, str | None, int, list[str]]]:
     """(row, column, seed, overrides) of every cell at `scale`, without composing anything.
-    A data table, or a scale the preset does not define, has none."""
-    if preset.kind == "data" or scale not in preset.scales:
+    Only a sweep has cells (a data table reads dataset summaries, a bench table bench.csv; their
+    axes name datasets, fields and bench models), and a scale the preset does not define has none."""
+    if preset.kind != "sweep" or scale not in preset.scales:
         return []
     base = preset.scales[scale]
     rows = preset.rows or [Axis(label="")]  # rows_from: one run per column, its stages/languages are the rows
