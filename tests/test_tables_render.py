@@ -95,12 +95,12 @@ def test_stage_rows_are_the_progression_of_each_column_run(tmp_path):
     metrics = {"status": "ok", "student": {"test": {"f1": 0.6}, "stages": [
         stage("S1", "all", 0.2), stage("S2", "classifier", 0.5), stage("S2", "encoder", 0.6)]}}
     p = preset(rows=[Axis("d4.2")], rows_from="stages", value="student.test.f1", format="percent",
-               paper_values={"S2 + encoder": 88.0})
+               paper_values={"S2 encoder": 88.0})
     write_table(p, [cell("d4.2", 1, metrics)], tmp_path)
     rows = md_rows(tmp_path / "paper-table3.md")
     assert rows == [
         ["stage", "ours", "paper", "Δ"],
-        ["S1", "20.00", "–", "–"], ["S2 + classifier", "50.00", "–", "–"], ["S2 + encoder", "60.00", "88.00", "-28.00"]]
+        ["S1", "20.00", "–", "–"], ["S2 classifier", "50.00", "–", "–"], ["S2 encoder", "60.00", "88.00", "-28.00"]]
 
 
 def test_language_rows_are_the_per_language_scores(tmp_path):
