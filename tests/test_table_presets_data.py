@@ -55,3 +55,11 @@ def test_mukherjee_table8_soft_column_is_their_full_distillation():
                 "IMDB": "IMDB"}
     for row, values in preset["paper_values"].items():
         assert values["Soft Distillation"] == twelve[f"{same_row[row]} (BERT Large)"]["RL | LL + CE"]
+
+
+@pytest.mark.parametrize("path", [p for p in PRESETS if load(p)["rows_from"] == "stages"], ids=lambda p: p.stem)
+def test_stage_paper_values_are_named_as_the_renderer_names_stage_steps(path):
+    """`<stage> <step>` (e.g. "S3 bilstm"), or the stage alone for a stage trained all at once."""
+    steps = "projection|bilstm|embeddings|classifier|encoder"
+    for row in load(path)["paper_values"]:
+        assert re.fullmatch(rf"S\d+( ({steps}))?", row), f"paper value for stage step {row!r}"
