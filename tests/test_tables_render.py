@@ -225,3 +225,13 @@ def test_an_axis_names_its_model_or_field_so_labels_can_read_like_the_papers(tmp
                   format="count", scales={"cpu": Scale()})
     write_table(data, [], tmp_path)
     assert md_rows(tmp_path / "paper-table3.md") == [["dataset", "Class"], ["Toy", "3"]]
+
+
+def test_a_one_column_table_reads_row_to_number_paper_values(tmp_path):
+    """XtremeDistil Table 4 and 17: one run (a column), its stages or languages as rows."""
+    metrics = {"status": "ok", "student": {"test": {"f1": 0.6, "per_language": {"de": 0.5, "en": 0.7}}}}
+    p = preset(rows=[], columns=[Axis("TinyMBERT")], rows_from="languages", value="student.test.f1",
+               paper_values={"de": 89, "en": 83})
+    write_table(p, [cell("", 1, metrics, column="TinyMBERT")], tmp_path)
+    assert md_rows(tmp_path / "paper-table3.md")[1:] == [["de", "50.00", "89.00", "-39.00"],
+                                                         ["en", "70.00", "83.00", "-13.00"]]

@@ -276,11 +276,12 @@ def aggregate(samples: list[Sample]) -> dict[tuple[str, str | None], Entry]:
 
 
 def paper_value(preset: TablePreset, row: str, column: str | None) -> float | None:
-    """The paper's number for (row, column): `paper_values` is row -> number or row -> column -> number."""
+    """The paper's number for (row, column): `paper_values` is row -> number or row -> column -> number;
+    a plain row -> number belongs to a table of one column (e.g. Table 4's one run, step by step)."""
     value = preset.paper_values.get(row)
     if isinstance(value, dict):
         value = value.get(column) if column is not None else None
-    elif column is not None and preset.columns:
+    elif len(preset.columns) > 1:
         value = None
     return None if value is None else float(value)
 
