@@ -170,8 +170,8 @@ def scaled(value: Any, fmt: str) -> Any:
 
 
 def stage_records(metrics: dict) -> list[tuple[str, dict]]:
-    """(label, record) per stage step, e.g. "S3 bilstm" (how the presets' paper_values name them): a run with one student per
-    language (D0) has stages per language, labelled "<language>: <stage>"."""
+    """(label, record) per stage step, e.g. "S3 bilstm" (as the presets' paper_values name them): a
+    run with one student per language (D0) has stages per language, labelled "<language>: <stage>"."""
     stages = metrics.get("student", {}).get("stages") or []
     if isinstance(stages, dict):
         return [(f"{lang}: {label}", r) for lang, records in stages.items() for label, r in stage_records(
