@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 from pathlib import Path
@@ -168,7 +169,10 @@ def test_collect_says_why_a_cell_has_no_number(tmp_path):
 
 def test_make_targets_name_the_presets():
     def dry(target: str) -> str:
-        return subprocess.run(["make", "-n", target], cwd=REPO, capture_output=True, text=True, check=True).stdout
+        # under `make test` the outer make's flags would add "Entering directory" lines
+        env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS")}
+        return subprocess.run(["make", "-n", "--no-print-directory", target], cwd=REPO, env=env,
+                              capture_output=True, text=True, check=True).stdout
 
     assert dry("table-xtremedistil-3") == "distil-table --scale cpu xtremedistil-table3\n"
     assert dry("table-mukherjee-12") == "distil-table --scale cpu mukherjee-table12\n"
