@@ -15,7 +15,7 @@ import torch
 from distil.data.prepared import PreparedSplit
 from distil.data.split import TaskData
 from distil.tasks import Task
-from distil.teacher.finetune import majority_logits
+from distil.teacher.finetune import majority_dev_score
 
 UNTRAINED = "student is its untrained initialisation (no step beat epoch 0 on dev)"
 
@@ -24,12 +24,6 @@ def predicted_classes(logits: torch.Tensor | list[torch.Tensor]) -> int:
     """How many distinct classes the argmax of these logits takes ([N, C], or per example [len_i, C])."""
     rows = torch.cat(list(logits)) if isinstance(logits, list) else logits
     return len(torch.unique(rows.argmax(dim=-1))) if len(rows) else 0
-
-
-def majority_dev_score(task: Task, dev: PreparedSplit, label_names: list[str]) -> float | None:
-    """Dev score of always predicting dev's most frequent label (None: a task without classes)."""
-    logits = majority_logits(task, dev, label_names)
-    return None if logits is None or len(dev) == 0 else task.score(logits, dev, label_names)[task.metric]
 
 
 def run_warnings(task: Task, data: TaskData, dev: PreparedSplit, student: dict,

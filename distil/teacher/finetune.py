@@ -325,12 +325,17 @@ def majority_logits(task: Task, split: PreparedSplit, label_names: list[str]):
     return one_hot.expand(len(split), classes)
 
 
+def majority_dev_score(task: Task, dev: PreparedSplit, label_names: list[str]) -> float | None:
+    """Dev score of always predicting dev's most frequent label (None: a task without classes)."""
+    logits = majority_logits(task, dev, label_names)
+    return None if logits is None or len(dev) == 0 else task.score(logits, dev, label_names)[task.metric]
+
+
 def _baseline_check(task: Task, data: TaskData, dev: PreparedSplit, dev_score: float) -> dict:
     """The majority baseline's dev score and, when the teacher does no better, the warning."""
-    logits = majority_logits(task, dev, data.label_names)
-    if logits is None or len(dev) == 0:
+    baseline = majority_dev_score(task, dev, data.label_names)
+    if baseline is None:
         return {}
-    baseline = task.score(logits, dev, data.label_names)[task.metric]
     found = {"baseline_dev_score": baseline}
     if not dev_score > baseline:
         found["warning"] = (
