@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
-import signal
 import sys
-import threading
 import traceback
 from pathlib import Path
 
@@ -19,6 +17,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from distil.config import register_configs
 from distil.errors import DistilError
+from distil.interrupt import Terminated, exit_on_interrupt
 from distil.run_dir import register_run_dir_resolver
 
 CONF_DIR = Path(__file__).resolve().parent / "conf"  # inside the package: wheel installs work
@@ -96,14 +95,6 @@ def log_traceback(run_dir: Path) -> Path:
     return path
 
 
-class Terminated(BaseException):
-    """SIGTERM, raised in the main thread like Ctrl-C so `finally` blocks and locks clean up."""
-
-
-def _raise_terminated(signum, frame) -> None:
-    raise Terminated()
-
-
 def silence_stdout() -> None:
     """The reader of our stdout went away: send the rest of the output, and the flush at exit, nowhere."""
     devnull = os.open(os.devnull, os.O_WRONLY)
@@ -126,22 +117,18 @@ def predict_arguments(args: list[str]) -> list[str]:
 
 def main() -> None:
     """`distil`: every ending is one line on the terminal, never a traceback."""
-    in_main_thread = threading.current_thread() is threading.main_thread()
-    previous = signal.signal(signal.SIGTERM, _raise_terminated) if in_main_thread else None
     full_error = "HYDRA_FULL_ERROR" in os.environ  # the user asked for Hydra's own report
     os.environ["HYDRA_FULL_ERROR"] = "1"  # Hydra re-raises its errors, and they are written as one line here
     raise_exceptions, logging.raiseExceptions = logging.raiseExceptions, False  # a log line to a closed pipe is dropped
     try:
-        _main()
+        with exit_on_interrupt(INTERRUPTED):
+            _main()
     except (HydraException, OmegaConfBaseException) as error:  # a value Hydra cannot compose or merge
         if full_error:
             raise
         print(f"distil: error: {hydra_message(error)}; fix that override (distil --cfg job shows the composed "
               f"config)", file=sys.stderr)
         sys.exit(2)
-    except (KeyboardInterrupt, Terminated) as interrupt:
-        print(INTERRUPTED, file=sys.stderr)
-        sys.exit(143 if isinstance(interrupt, Terminated) else 130)
     except BrokenPipeError:  # `distil --help | head`
         silence_stdout()
         sys.exit(141)
@@ -149,8 +136,6 @@ def main() -> None:
         logging.raiseExceptions = raise_exceptions
         if not full_error:
             os.environ.pop("HYDRA_FULL_ERROR", None)
-        if in_main_thread:
-            signal.signal(signal.SIGTERM, previous)
 
 
 def hydra_message(error: Exception) -> str:

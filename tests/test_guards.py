@@ -44,7 +44,9 @@ def test_changing_test_labels_changes_no_weight_and_no_dev_score(smoke_cfg, tmp_
     for a, b in zip(gold["student"]["stages"], moved["student"]["stages"], strict=True):
         assert (a["dev"], a["best_epoch"], a["history"]) == (b["dev"], b["best_epoch"], b["history"])
     assert gold["teacher"]["dev"] == moved["teacher"]["dev"]
-    assert gold["teacher"]["finetune"] == moved["teacher"]["finetune"]
+    # everything the fine-tuning recorded but its wall-clock time, which a busy machine moves
+    untimed = [{k: v for k, v in m["teacher"]["finetune"].items() if k != "seconds"} for m in (gold, moved)]
+    assert untimed[0] == untimed[1]
 
 
 def test_teacher_is_fine_tuned_on_the_labeled_split_alone(smoke_cfg, tmp_path):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
 from pathlib import Path
 
@@ -151,6 +152,21 @@ def test_a_crashed_cell_is_recorded(tmp_path, monkeypatch):
     assert json.loads((tmp_path / "cells" / "k" / "metrics.json").read_text()) == {"status": error,
                                                                                   "overrides": ["seed=1"]}
     assert collect([cell], tmp_path)[0].error == error
+
+
+@pytest.mark.parametrize("signal_number,code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)], ids=["ctrl-c", "sigterm"])
+def test_an_interrupted_table_is_one_line_and_restores_the_handler(monkeypatch, capsys, signal_number, code):
+    def interrupted(args):
+        os.kill(os.getpid(), signal_number)
+        raise AssertionError(f"signal {signal_number} did not stop the table")
+
+    handler = signal.getsignal(signal.SIGTERM)
+    monkeypatch.setattr(run, "run", interrupted)
+    with pytest.raises(SystemExit) as ended:
+        run.main(["xtremedistil-table4"])
+    assert ended.value.code == code
+    assert capsys.readouterr().err.strip() == run.INTERRUPTED
+    assert signal.getsignal(signal.SIGTERM) is handler
 
 
 def test_collect_says_why_a_cell_has_no_number(tmp_path):

@@ -27,8 +27,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.text import Text
 
-from distil.cli import Terminated, _raise_terminated
 from distil.errors import DistilError
+from distil.interrupt import exit_on_interrupt
 from distil.tables.cells import cell_dir, cell_specs, collect, expand, label, read_result
 from distil.tables.load import load_preset, presets
 from distil.tables.preset import SCALES, Cell, TablePreset
@@ -202,17 +202,12 @@ def run(args: argparse.Namespace) -> list[str]:
 def main(argv: list[str] | None = None) -> None:
     """`distil-table`: every ending is one line, never a traceback."""
     args = parse_args(argv)
-    previous = signal.signal(signal.SIGTERM, _raise_terminated)
     try:
-        failed = run(args)
+        with exit_on_interrupt(INTERRUPTED):
+            failed = run(args)
     except DistilError as error:
         print(f"distil-table: error: {error}", file=sys.stderr)
         sys.exit(2)
-    except (KeyboardInterrupt, Terminated) as interrupt:
-        print(INTERRUPTED, file=sys.stderr)
-        sys.exit(143 if isinstance(interrupt, Terminated) else 130)
-    finally:
-        signal.signal(signal.SIGTERM, previous)
     if failed:
         print(f"distil-table: error: {len(failed)} cell(s) failed (status in their metrics.json; the tables mark "
               f"them): {'; '.join(failed)}", file=sys.stderr)
