@@ -157,6 +157,17 @@ def test_a_plot_is_written_as_a_png(tmp_path, plot):
     assert paths[-1].read_bytes()[:8] == PNG_MAGIC
 
 
+def test_a_scatter_places_the_papers_points_at_its_own_x_beside_ours():
+    from distil.tables.render import paper_points, scatter_points
+
+    cells = [cell(row, seed, {**ok(accuracy=0.7 + seed / 100), "speed": {"speedup": 10.0 * seed}})
+             for row in ("D0", "D1") for seed in (1, 2)]
+    plot = {"x": "speed.speedup", "y": "student.test.accuracy", "kind": "scatter", "paper_x": {"D0": 51, "D1": 14}}
+    p = preset(paper_values={"D0": 86.46}, plot=plot)
+    assert paper_points(p) == [("D0", 51.0, 86.46)]  # D1 has an x but no paper value: no point
+    assert scatter_points(p, cells) == [("D0", 15.0, pytest.approx(71.5)), ("D1", 15.0, pytest.approx(71.5))]
+
+
 @pytest.mark.parametrize("fields, message", [
     ({"rows_from": "languages", "value": "f1"},
      "table paper-table3: rows_from: languages reads student.<split>.per_language, so value must be "
@@ -164,7 +175,9 @@ def test_a_plot_is_written_as_a_png(tmp_path, plot):
     ({"plot": {"kind": "bars"}}, "table paper-table3: plot kind 'bars' is not one of: line, scatter"),
     ({"plot": {"kind": "scatter"}}, "table paper-table3: a scatter plot needs x: a metrics.json path "
                                     "(e.g. {x: speed.speedup, y: student.test.f1, kind: scatter})"),
-], ids=["languages-value", "plot-kind", "scatter-x"])
+    ({"plot": {"kind": "scatter", "x": "speed.speedup", "paper_x": {"D9": 3.0}}},
+     "table paper-table3: plot.paper_x names rows the table does not have: D9; use the labels of rows:"),
+], ids=["languages-value", "plot-kind", "scatter-x", "paper-x-row"])
 def test_a_preset_that_cannot_be_rendered_is_one_line_before_any_file_is_written(tmp_path, fields, message):
     with pytest.raises(DistilError) as error:
         write_table(preset(**fields), SEEDED, tmp_path)

@@ -16,6 +16,7 @@ from distil.tables import run
 from distil.tables.cells import cell_key, cell_specs, collect, expand
 from distil.tables.load import PRESET_DIR, load_preset
 from distil.tables.preset import SCALES, Cell
+from distil.tables.render import check_renderable
 
 REPO = Path(__file__).resolve().parent.parent
 SHIPPED = sorted(PRESET_DIR.glob("*.yaml"))
@@ -27,6 +28,7 @@ def test_every_shipped_preset_builds_its_sweep(path):
     and each cell at both scales composes (expand composes it to key it)."""
     preset = load_preset(path.stem)
     assert preset.name == path.stem
+    check_renderable(preset)  # its table and plot settings too, before a cell would run
     for scale in SCALES:
         cells = expand(preset, scale)
         assert len(cells) == len(cell_specs(preset, scale))

@@ -4,7 +4,8 @@
     rows); one line per row with error bars = std over seeds; the paper's values dashed in the
     same colour, so each of our lines sits beside the paper's;
   * scatter: one point per cell, x and y read from two metrics.json paths (e.g. XtremeDistil
-    Fig. 1: F1 against speed-up or compression), each point labelled.
+    Fig. 1: F1 against speed-up or compression), each point labelled; the paper's points (its x
+    from `plot.paper_x`, its y from `paper_values`) as crosses beside ours.
 """
 
 from __future__ import annotations
@@ -40,11 +41,16 @@ def line(xs: list[str], series: Series, ylabel: str, title: str, path: Path) -> 
     return finish(fig, ax, ylabel, title, path)
 
 
-def scatter(points: list[tuple[str, float, float]], xlabel: str, ylabel: str, title: str, path: Path) -> Path:
+def scatter(points: list[tuple[str, float, float]], xlabel: str, ylabel: str, title: str, path: Path,
+            paper: list[tuple[str, float, float]] = ()) -> Path:
+    """Ours as labelled dots; the paper's (label, x, y), where given, as labelled crosses beside them."""
     fig, ax = plt.subplots(figsize=(5.5, 4))
-    ax.scatter([p[1] for p in points], [p[2] for p in points], color="C0")
-    for label, x, y in points:
-        ax.annotate(label, (x, y), textcoords="offset points", xytext=(4, 4), fontsize=8)
+    for mine, colour, marker, name in ((points, "C0", "o", "ours"), (paper, "C1", "x", "paper")):
+        if not mine:
+            continue
+        ax.scatter([p[1] for p in mine], [p[2] for p in mine], color=colour, marker=marker, label=name)
+        for label, x, y in mine:
+            ax.annotate(label, (x, y), textcoords="offset points", xytext=(4, 4), fontsize=7, color=colour)
     ax.set_xlabel(xlabel)
     return finish(fig, ax, ylabel, title, path)
 

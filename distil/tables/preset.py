@@ -28,6 +28,7 @@ published, so `distil-table` can run the missing cells and print ours beside the
     notes: |                           # what differs here: teacher, data, scale; shown under the table
       ...
     plot: null                         # null | {x: columns, kind: line} | {x: <path>, y: <path>, kind: scatter}
+                                       # scatter: paper_x: {row: the paper's x} plots the paper's points too
 
 A cell is one run: the scale's base overrides + the row's + the column's + `seed=<s>`, for every
 seed of the scale. Its key hashes the composed config (everything that changes its result), so

@@ -106,6 +106,10 @@ def check_renderable(preset: TablePreset) -> None:
         if kind == "scatter" and not preset.plot.get("x"):
             raise DistilError(f"table {preset.name}: a scatter plot needs x: a metrics.json path "
                               "(e.g. {x: speed.speedup, y: student.test.f1, kind: scatter})")
+        unknown = sorted(set(preset.plot.get("paper_x") or {}) - {row.label for row in preset.rows})
+        if unknown:
+            raise DistilError(f"table {preset.name}: plot.paper_x names rows the table does not have: "
+                              f"{', '.join(unknown)}; use the labels of rows:")
 
 
 # --- where the numbers come from -------------------------------------------------------------------
@@ -432,7 +436,8 @@ def write_plot(preset: TablePreset, cells: list[Cell], grid: dict, rows: list[st
     kind = preset.plot.get("kind", "line")
     ylabel = preset.paper_metric or preset.value
     if kind == "scatter":
-        return plots.scatter(scatter_points(preset, cells), preset.plot["x"], ylabel, heading(preset), path)
+        return plots.scatter(scatter_points(preset, cells), preset.plot["x"], ylabel, heading(preset), path,
+                             paper=paper_points(preset))
     by_rows = preset.plot.get("x") == "rows" or columns == [None]  # one column: x = its rows (stages)
     xs, lines = (rows, columns) if by_rows else (columns, rows)
 
@@ -444,6 +449,13 @@ def write_plot(preset: TablePreset, cells: list[Cell], grid: dict, rows: list[st
         [e.std if (e := grid.get(at(line, x))) else None for x in xs],
         [paper_value(preset, *at(line, x)) for x in xs]) for line in lines}
     return plots.line([str(x) for x in xs], series, ylabel, heading(preset), path)
+
+
+def paper_points(preset: TablePreset) -> list[tuple[str, float, float]]:
+    """(row, x, y) of the paper, for rows with both a `plot.paper_x` (the paper's x, e.g. its speed-up)
+    and a paper value (e.g. Table 16: the paper's F1 against its batch-32 speed-up)."""
+    paper_x = preset.plot.get("paper_x") or {}
+    return [(row, float(x), y) for row, x in paper_x.items() if (y := paper_value(preset, row, None)) is not None]
 
 
 def scatter_points(preset: TablePreset, cells: list[Cell]) -> list[tuple[str, float, float]]:
