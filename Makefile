@@ -67,5 +67,5 @@ tables:  ## every table preset at cpu scale (distil-table --list shows them); re
 lint:  ## ruff
 	$(PYTHON) -m ruff check distil tests scripts
 
-clean:  ## remove run outputs and caches (keeps outputs/.gitkeep)
-	rm -rf outputs/runs outputs/multirun outputs/cache outputs/tables .pytest_cache .ruff_cache
+clean:  ## remove run outputs and caches; keeps the committed tables (outputs/tables) and the table cells (outputs/cells)
+	rm -rf outputs/runs outputs/multirun outputs/cache .pytest_cache .ruff_cache
