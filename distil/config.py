@@ -87,8 +87,10 @@ class StudentConfig:
     embedding_dim: int = at_least(1, default=300)  # transformer students: their hidden_size is their embedding size
     hidden_size: int = at_least(1, default=300)  # LSTM units per direction (pooled vector is 2x); transformer: H
     num_layers: int = at_least(1, default=1)  # LSTM layers, or transformer layers L
-    # siamese, tang: the ReLU layer before the output (Tang: 200 or 400)
-    mlp_hidden_size: int = at_least(1, default=200)
+    # siamese, tang, sra: the ReLU layer before the output (Tang: 200 or 400); static: 0 leaves it out
+    mlp_hidden_size: int = at_least(0, default=200)
+    # static tagger: each wordpiece reads this many neighbours on either side (0: itself alone)
+    context_window: int = at_least(0, default=0)
     # What the student reads: "words" (lower-cased whitespace words, its own vocabulary) or
     # "wordpieces" (the teacher's); None: what its family reads (rnn: words, the rest: wordpieces)
     tokens: str | None = None
@@ -98,8 +100,12 @@ class StudentConfig:
     # trainer.batch_size nor schedule.batch_size is set: see pipeline.training_batch_size.
     batch_size: int | None = at_least(1, default=None)
     # random | svd | pca | file (XtremeDistil Table 14); svd/pca reduce the teacher's wordpiece
-    # embeddings to embedding_dim, file reads GloVe / word2vec text vectors from vectors_file
+    # embeddings to embedding_dim, file reads GloVe / word2vec text vectors from vectors_file;
+    # model2vec: each wordpiece's output vector from the teacher, PCA to embedding_dim, SIF-weighted
     embedding_init: str = "random"
+    # model2vec init: SIF weight a / (a + p(w)) with p(w) from Zipf's law over the teacher's
+    # vocabulary order (model2vec's default a = 1e-4); null: no weighting
+    sif_coefficient: float | None = fraction(default=1.0e-4, low_open=True)
     vectors_file: str | None = None
     # Word dropout: while training, each token but [PAD] and the teacher's special tokens is read as
     # [UNK] with this probability, so the [UNK] row, which every token unseen in training reads at

@@ -8,6 +8,7 @@ import os
 import random
 import time
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import datasets
@@ -41,13 +42,14 @@ from distil.students import (
     reads_words,
     word_embeddings,
 )
-from distil.students.embeddings import check_embedding_init, initial_embeddings, with_pad_and_unk
+from distil.students.embeddings import TokenVectors, check_embedding_init, initial_embeddings, with_pad_and_unk
 from distil.students.heads import check_projection_place
 from distil.students.vocab import PAD, TrimmedVocab
 from distil.tasks import Task, make_task
 from distil.teacher import TargetView, ensure_targets, ensure_teacher, load_finetuned, load_tokenizer, open_targets
 from distil.teacher.load import check_layer
 from distil.teacher.load import hidden_size as teacher_hidden_size
+from distil.teacher.token_vectors import token_output_vectors
 
 log = logging.getLogger(__name__)
 
@@ -105,7 +107,7 @@ def run(cfg: Config, run_dir: Path, choices: dict, overrides: list[str]) -> dict
         check_layer(cfg.teacher)
     check_student(cfg.student, task)
     if with_hidden:
-        check_projection_place(cfg.schedule.projection, FAMILIES[cfg.student.kind])
+        check_projection_place(cfg.schedule.projection, FAMILIES[cfg.student.kind], task.inputs)
     training_batch_size(cfg)  # a batch size below 1 fails here, before any data is read
     check_embedding_init(cfg.student.embedding_init, embedding_size(cfg.student), teacher_hidden_size(cfg.teacher),
                          cfg.student.vectors_file, reads_words(cfg.student))
@@ -123,7 +125,8 @@ def run(cfg: Config, run_dir: Path, choices: dict, overrides: list[str]) -> dict
     splits = {name: Split(prepared[name], views[name]) for name in prepared}
     teacher_vocab = TeacherVocab(model.get_input_embeddings().weight.detach().float(),
                                  tokenizer.convert_ids_to_tokens(list(range(len(tokenizer)))),
-                                 model.config.hidden_size, list(tokenizer.all_special_ids))
+                                 model.config.hidden_size, list(tokenizer.all_special_ids),
+                                 partial(token_output_vectors, model, tokenizer))
 
     if cfg.schedule.per_language and data.multilingual:
         # XtremeDistil D0: a student per language, each seeing only its language's data.
@@ -243,6 +246,8 @@ class TeacherVocab:
     tokens: list[str]
     hidden_size: int
     special_ids: list[int]  # [CLS], [SEP], ...: never replaced by [UNK] (student.unk_dropout)
+    # teacher ids -> the teacher's output vector of each wordpiece alone (embedding_init=model2vec)
+    token_vectors: TokenVectors | None = None
 
     @property
     def size(self) -> int:
@@ -265,6 +270,7 @@ def initialise_embeddings(model: torch.nn.Module, cfg: Config, vocab: TrimmedVoc
             teacher_embeddings=None if words else teacher.embeddings,
             teacher_tokens=vocab.teacher_ids if words else teacher.tokens,
             vectors_file=cfg.student.vectors_file, seed=cfg.seed,
+            token_vectors=None if words else teacher.token_vectors, sif_coefficient=cfg.student.sif_coefficient,
         )
     with torch.no_grad():
         layer.weight.copy_(weights)

@@ -11,13 +11,11 @@ import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
 import torch
 
-from distil.checkpoint import Checkpoint
 from distil.progress import progress_bar
 
 log = logging.getLogger(__name__)
@@ -57,7 +55,7 @@ def fit(
     scheduler: torch.optim.lr_scheduler.LRScheduler | None = None,
     description: str = "training",
     baseline: bool = False,
-    checkpoint: Path | CheckpointLike | None = None,
+    checkpoint: CheckpointLike | None = None,
     rng: np.random.Generator | None = None,
 ) -> FitResult:
     """Train for up to `epochs`, stop after `patience` epochs without a better dev score.
@@ -65,15 +63,13 @@ def fit(
     `batches(epoch)` gives that epoch's batches, `loss_fn(batch)` the scalar loss,
     `evaluate()` the dev score (higher is better). With `baseline`, the model as it
     comes in is scored first and counts as epoch 0: if no epoch beats it, it is restored.
-    With `checkpoint` (a file, or a checkpoint object that says when a save is due), finished
+    With `checkpoint` (e.g. distil.checkpoint.Checkpoint(path): it says when a save is due), finished
     epochs are saved there (model, optimiser, scheduler, the torch and `rng` random states,
     early-stopping state), and a run that finds one continues after that epoch exactly as if it
     had never stopped. A non-finite training loss stops training at once, before it changes the
     weights; the best weights so far are restored and `FitResult.nonfinite` says where it was.
     """
     start = time.perf_counter()
-    if isinstance(checkpoint, Path):
-        checkpoint = Checkpoint(checkpoint)
     state = checkpoint.load() if checkpoint is not None else None
     if state is not None:
         _restore(state, model, optimizer, scheduler, rng)

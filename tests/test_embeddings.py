@@ -58,6 +58,7 @@ def assert_equal_up_to_column_sign(actual: torch.Tensor, expected: np.ndarray) -
 @pytest.mark.parametrize("method", METHODS)
 def test_every_method_gives_vocab_rows_and_zero_pad_row(method, teacher, tokens, tmp_path):
     out = initial_embeddings(method, E, IDS, teacher_embeddings=teacher, teacher_tokens=tokens,
+                             token_vectors=lambda ids: teacher[ids],
                              vectors_file=write(tmp_path / "glove.txt", GLOVE))
     assert out.shape == (len(IDS) + 2, E)
     assert out.dtype == torch.float32
@@ -83,6 +84,7 @@ def test_unk_starts_at_the_mean_of_the_vocabulary_rows(method, teacher, tokens, 
     """[UNK] stands for every wordpiece the student never saw: it starts at the centre of those it did
     (a neutral vector, not one more random word)."""
     out = initial_embeddings(method, E, IDS, teacher_embeddings=teacher, teacher_tokens=tokens,
+                             token_vectors=lambda ids: teacher[ids],
                              vectors_file=write(tmp_path / "glove.txt", GLOVE), seed=3)
     torch.testing.assert_close(out[1], out[2:].mean(dim=0))
 

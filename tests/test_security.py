@@ -11,6 +11,7 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
+from distil.checkpoint import Checkpoint
 from distil.config import TeacherConfig
 from distil.errors import DistilError
 from distil.teacher import finetune
@@ -82,7 +83,7 @@ def test_a_fit_checkpoint_that_would_run_code_is_refused(tmp_path):
     model = torch.nn.Linear(1, 1)
     try:
         fit(model, torch.optim.SGD(model.parameters(), lr=0.1), lambda epoch: [], lambda batch: None,
-            lambda: 0.0, epochs=1, patience=1, checkpoint=checkpoint)
+            lambda: 0.0, epochs=1, patience=1, checkpoint=Checkpoint(checkpoint))
     except (pickle.UnpicklingError, DistilError):
         pass  # refusing the file is right; so is starting over without it
     assert not marker.exists()

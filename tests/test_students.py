@@ -25,11 +25,13 @@ def student_cfg(kind, **overrides):
 
 CASES = [("bilstm", "classification"), ("bilstm", "pair"), ("rnn", "classification"),
          ("bilstm_tagger", "tagging"), ("siamese", "pair"), ("transformer", "classification"),
-         ("transformer", "pair"), ("transformer", "tagging"), ("sra", "classification"), ("sra", "pair")]
+         ("transformer", "pair"), ("transformer", "tagging"), ("sra", "classification"), ("sra", "pair"),
+         ("static", "classification"), ("static", "pair"), ("static", "tagging")]
 
 
 def inputs_for(kind, task):
-    return model_inputs(PAIRS if kind == "siamese" or (kind, task) == ("sra", "pair") else SEQUENCES)
+    return model_inputs(PAIRS if kind == "siamese" or (kind, task) in {("sra", "pair"), ("static", "pair")}
+                        else SEQUENCES)
 
 
 @pytest.mark.parametrize("kind,task", CASES)
@@ -46,7 +48,7 @@ def test_representation_head_maps_to_the_teacher_size(kind, task):
     model = build_student(student_cfg(kind), vocab_size=20, num_labels=3, task=get_task(task), teacher_hidden_size=12,
                           representation_head=True)
     representation = model(*inputs_for(kind, task))["representation"]
-    apart = kind in ("siamese", "sra") and task == "pair"  # each sentence's vector (Wu et al. §3.1)
+    apart = kind in ("siamese", "sra", "static") and task == "pair"  # each sentence's vector (Wu et al. §3.1)
     assert representation.shape == ((2, 4, 12) if task == "tagging" else (2, 2, 12) if apart else (2, 12))
     if kind == "sra":  # its own sentence layer, tanh
         assert (representation.abs() < 1).all()
@@ -60,7 +62,7 @@ def test_representation_head_maps_to_the_teacher_size(kind, task):
         torch.testing.assert_close(representation, expected, atol=1e-5, rtol=0)
 
 
-@pytest.mark.parametrize("kind", ["bilstm", "rnn", "transformer"])
+@pytest.mark.parametrize("kind", ["bilstm", "rnn", "transformer", "static"])
 def test_padding_never_changes_a_prediction(kind):
     """The same sentence alone or next to a much longer one gives the same output."""
     torch.manual_seed(0)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -10,10 +11,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from omegaconf import OmegaConf
 
 from distil.errors import DistilError
 from distil.tables import run
-from distil.tables.cells import cell_key, cell_specs, collect, expand
+from distil.tables.cells import cell_key, cell_specs, collect, expand, without_defaults
 from distil.tables.load import PRESET_DIR, load_preset
 from distil.tables.preset import SCALES, Cell
 from distil.tables.render import check_renderable
@@ -68,6 +70,45 @@ def test_a_key_covers_what_changes_a_result_only():
                       "teacher.name_or_path=/t", "dataset.split.labeled_per_class=3"):
         assert cell_key(["debug=smoke", different, "seed=1"]) != key, different
     assert cell_key(["debug=smoke", "seed=2"]) != key
+
+
+@dataclasses.dataclass
+class StageV1:
+    name: str = "S1"
+    epochs: int | None = None
+
+
+@dataclasses.dataclass
+class StageV2(StageV1):
+    warmup: float = 0.0  # a setting added later, whose default keeps what v1 did
+
+
+@dataclasses.dataclass
+class RunV1:
+    lr: float = 1e-3
+    stages: list[StageV1] = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass
+class RunV2(RunV1):
+    stages: list[StageV2] = dataclasses.field(default_factory=list)
+    clip: float | None = None
+
+
+def test_a_setting_added_to_the_schema_at_its_default_leaves_the_key_data_as_it_was():
+    """So adding a setting to distil/config.py re-runs no finished cell; setting it does change the key."""
+    def keyed(schema, values):
+        node = OmegaConf.merge(OmegaConf.structured(schema), values)
+        return without_defaults(OmegaConf.to_container(node, resolve=False), node)
+
+    values = {"lr": 0.01, "stages": [{"name": "S1", "epochs": 3}, {"name": "S2"}]}
+    assert keyed(RunV1, values) == keyed(RunV2, values) == {"lr": 0.01, "stages": [{"epochs": 3}, {"name": "S2"}]}
+    assert keyed(RunV2, {**values, "clip": 1.0}) != keyed(RunV1, values)
+
+
+def test_a_reworded_description_leaves_the_key_as_it_was():
+    key = cell_key(["debug=smoke", "seed=1"])
+    assert cell_key(["debug=smoke", "student.description=other words", "seed=1"]) == key
 
 
 LOAD_ERRORS = [  # (test id, preset text, message with {p} for the preset's path)

@@ -12,6 +12,7 @@ from distil.students.heads import WithRepresentation, check_projection_place
 from distil.students.rnn import RNNClassifier
 from distil.students.siamese import SiameseBiLSTM
 from distil.students.sra import SRAStudent
+from distil.students.static import StaticStudent
 from distil.students.tang import TangStudent
 from distil.students.transformer import TransformerStudent
 from distil.students.vocab import UnkDropout
@@ -25,7 +26,10 @@ FAMILIES = {
     "transformer": TransformerStudent,
     "sra": SRAStudent,
     "tang": TangStudent,
+    "static": StaticStudent,
 }
+# families whose classifier is a ReLU layer then the output: mlp_hidden_size 0 would leave it no width
+NEEDS_MLP = ("siamese", "sra", "tang")
 
 
 def reads_pairs_apart(cfg: StudentConfig) -> bool:
@@ -54,6 +58,9 @@ def check_student(cfg: StudentConfig, task: Task) -> None:
     if not 0 <= cfg.unk_dropout < 1:
         raise DistilError(f"student.unk_dropout {cfg.unk_dropout} must be at least 0 and below 1 (the share of "
                           f"training tokens read as [UNK]); set e.g. 0.02, or 0 to turn word dropout off")
+    if cfg.mlp_hidden_size == 0 and cfg.kind in NEEDS_MLP:
+        raise DistilError(f"student '{cfg.name}' classifies through a ReLU layer of student.mlp_hidden_size units, "
+                          f"and 0 leaves it none; set student.mlp_hidden_size to 1 or more (Tang: 200 or 400)")
     reads = FAMILIES[cfg.kind].INPUTS
     if task.inputs not in reads:
         fitting = sorted(kind for kind, family in FAMILIES.items() if task.inputs in family.INPUTS)
@@ -105,7 +112,7 @@ def build_student(
     check_student(cfg, task)
     family = FAMILIES[cfg.kind]
     if representation_head:
-        check_projection_place(projection, family)
+        check_projection_place(projection, family, task.inputs)
     needs_teacher_size = getattr(family, "NEEDS_TEACHER_SIZE", False) or representation_head
     if needs_teacher_size and teacher_hidden_size is None:
         raise ValueError(f"student kind '{cfg.kind}' needs teacher_hidden_size")

@@ -6,6 +6,10 @@ Rows follow the trimmed vocabulary (vocab.py): row 0 is [PAD], row 1 [UNK], row 
   svd     the teacher's wordpiece embedding matrix reduced to E dimensions by truncated SVD
   pca     the same on the mean-centred matrix (the classic PCA projection)
   file    pre-trained word vectors (GloVe, or word2vec text format), looked up per wordpiece; the rest random
+  model2vec  model2vec's distillation (Tulkens & van Dongen 2024, model2vec.distill): each wordpiece alone
+          through the teacher as [SEP] w [CLS] (their order), the mean of the three output vectors, PCA to E
+          over the student's vocabulary, then SIF weights a / (a + p(w)) with p(w) from Zipf's law over the
+          teacher's vocabulary order ([unusedN] tokens skipped, as model2vec removes them)
 Whatever the method, [PAD] is zeros and [UNK] starts at the mean of the vocabulary rows: it stands for any
 token the student never saw, and the centre of those it did is the neutral guess (word dropout, see
 vocab.UnkDropout, then trains it).
@@ -16,13 +20,19 @@ from __future__ import annotations
 import gzip
 import logging
 import math
+import re
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
 
 from distil.errors import DistilError
 
-METHODS = ("random", "svd", "pca", "file")
+METHODS = ("random", "svd", "pca", "file", "model2vec")
+UNUSED_TOKEN = re.compile(r"\[unused\d+\]")  # model2vec's token_remove_pattern
+
+# teacher ids -> the teacher's output vector of each wordpiece alone, [n, H] (distil.teacher.token_vectors)
+TokenVectors = Callable[[list[int]], torch.Tensor]
 RANDOM_BOUND = 0.1  # U(-0.1, 0.1), Mukherjee & Awadallah 6.1
 
 log = logging.getLogger(__name__)
@@ -36,6 +46,8 @@ def initial_embeddings(
     teacher_tokens: list[str] | None = None,
     vectors_file: str | None = None,
     seed: int = 0,
+    token_vectors: TokenVectors | None = None,
+    sif_coefficient: float | None = None,
 ) -> torch.Tensor:
     """A float32 [len(teacher_ids) + 2, dim] matrix to copy into the student's nn.Embedding; row 0 is zeros.
 
@@ -46,6 +58,8 @@ def initial_embeddings(
         raise DistilError(f"unknown student.embedding_init '{method}'; use one of: {', '.join(METHODS)}")
     if method in ("svd", "pca"):
         weights = _reduced_teacher(method, dim, teacher_ids, teacher_embeddings)
+    elif method == "model2vec":
+        weights = _model2vec(dim, teacher_ids, token_vectors, teacher_tokens, sif_coefficient)
     elif method == "file":
         weights = _from_vectors_file(dim, teacher_ids, teacher_tokens, vectors_file, seed)
     else:
@@ -83,18 +97,51 @@ def _reduced_teacher(
     if not torch.isfinite(matrix).all():
         raise DistilError(f"student.embedding_init={method}: the teacher's embedding matrix holds NaN or inf values; "
                           f"check the teacher checkpoint or set student.embedding_init=random")
-    if method == "pca":
+    # Left unscaled (not brought to std 0.1) on purpose: it keeps the teacher's geometry, i.e. norms and inner
+    # products between wordpieces are the best rank-E approximation of the teacher's own.
+    picked = _components(matrix, dim, centre=method == "pca")[torch.tensor(teacher_ids, dtype=torch.long)]
+    return torch.cat([torch.zeros(2, dim, dtype=torch.float64), picked]).float()  # [PAD], [UNK]: set by the caller
+
+
+def _components(matrix: torch.Tensor, dim: int, centre: bool) -> torch.Tensor:
+    """U_k S_k = X V_k: every row in the matrix's top-`dim` directions (PCA when `centre`d, float64)."""
+    if centre:
         matrix = matrix - matrix.mean(dim=0)
     u, s, _ = torch.linalg.svd(matrix, full_matrices=False)
     u, s = u[:, :dim], s[:dim]
     # LAPACK may return either sign for each singular vector: flip each column so its largest entry is positive
     # (sklearn's svd_flip) so the same teacher gives the same student on every machine.
     u = u * torch.sign(u.gather(0, u.abs().argmax(dim=0, keepdim=True)))
-    # U_k S_k = X V_k: every wordpiece in the teacher's top-E directions. Left unscaled (not brought to std 0.1)
-    # on purpose: it keeps the teacher's geometry, i.e. norms and inner products between wordpieces are the best
-    # rank-E approximation of the teacher's own.
-    picked = (u * s)[torch.tensor(teacher_ids, dtype=torch.long)]
-    return torch.cat([torch.zeros(2, dim, dtype=torch.float64), picked]).float()  # [PAD], [UNK]: set by the caller
+    return u * s
+
+
+def _model2vec(dim: int, teacher_ids: list[int], token_vectors: TokenVectors | None,
+               teacher_tokens: list[str] | None, sif_coefficient: float | None) -> torch.Tensor:
+    if token_vectors is None or teacher_tokens is None:
+        raise DistilError("student.embedding_init=model2vec runs every wordpiece through the teacher and none was "
+                          "given; use a Transformer teacher, or set student.embedding_init to svd or random")
+    outputs = token_vectors(teacher_ids).detach().to("cpu", torch.float64)
+    if dim > outputs.shape[1]:
+        raise DistilError(f"student.embedding_init=model2vec: embedding_dim {dim} is larger than the teacher's hidden "
+                          f"size {outputs.shape[1]}; lower student.embedding_dim to at most {outputs.shape[1]}")
+    if dim > len(teacher_ids):
+        raise DistilError(f"student.embedding_init=model2vec: PCA to {dim} dimensions needs at least {dim} "
+                          f"wordpieces and the training data has {len(teacher_ids)}; lower student.embedding_dim")
+    reduced = _components(outputs, dim, centre=True)  # model2vec: sklearn PCA, fitted on these rows
+    if sif_coefficient is not None:
+        reduced = reduced * sif_weights(teacher_ids, teacher_tokens, sif_coefficient).unsqueeze(1)
+    return torch.cat([torch.zeros(2, dim, dtype=torch.float64), reduced]).float()  # [PAD], [UNK]: set by the caller
+
+
+def sif_weights(teacher_ids: list[int], teacher_tokens: list[str], coefficient: float) -> torch.Tensor:
+    """a / (a + p(w)) per teacher id, p(w) Zipf's law on the rank of w in the teacher's vocabulary: the
+    vocabulary's order stands in for frequency, p(rank r) = (1 / (r + 2)) / sum over all ranks, ranks counted
+    without the [unusedN] placeholders (model2vec's _post_process_embeddings)."""
+    kept = [not UNUSED_TOKEN.fullmatch(token) for token in teacher_tokens]
+    ranks = torch.cumsum(torch.tensor(kept, dtype=torch.float64), 0) - 1  # rank of each kept token
+    inverse = 1.0 / torch.arange(2, int(sum(kept)) + 2, dtype=torch.float64)
+    probability = (1.0 / (ranks + 2)) / inverse.sum()
+    return (coefficient / (coefficient + probability))[torch.tensor(teacher_ids, dtype=torch.long)]
 
 
 def _from_vectors_file(
@@ -179,10 +226,10 @@ def check_embedding_init(method: str, dim: int, teacher_hidden_size: int | None,
     """The size checks of `initial_embeddings`, cheap enough to run before any training."""
     if method not in METHODS:
         raise DistilError(f"student.embedding_init '{method}' is unknown; use one of: {', '.join(METHODS)}")
-    if method in ("svd", "pca") and reads_words:
-        raise DistilError(f"student.embedding_init={method} reduces the teacher's wordpiece embeddings, but this "
+    if method in ("svd", "pca", "model2vec") and reads_words:
+        raise DistilError(f"student.embedding_init={method} reduces the teacher's wordpiece vectors, but this "
                           f"student reads whitespace words; use random or file")
-    if method in ("svd", "pca") and teacher_hidden_size is not None and dim > teacher_hidden_size:
+    if method in ("svd", "pca", "model2vec") and teacher_hidden_size is not None and dim > teacher_hidden_size:
         raise DistilError(f"student.embedding_init={method}: embedding_dim {dim} is larger than the teacher's "
                           f"hidden size {teacher_hidden_size}; lower student.embedding_dim to at most "
                           f"{teacher_hidden_size}")

@@ -54,11 +54,16 @@ class WithRepresentation(nn.Module):
         return {**out, "representation": representation, "logits": self.output(self.student.dropout(representation))}
 
 
-def check_projection_place(place: str, family: type) -> None:
+def check_projection_place(place: str, family: type, inputs: str | None = None) -> None:
     """`path` needs a student whose classifier is one linear layer over the state it projects
-    (families say so with LINEAR_CLASSIFIER)."""
+    (families say so with LINEAR_CLASSIFIER), and one state per example: a student reading a pair's
+    sentences apart projects each sentence, and its classifier reads both."""
     if place not in PLACES:
         raise DistilError(f"schedule.projection '{place}' is unknown; use one of: {', '.join(PLACES)}")
+    if place == "path" and inputs == "pair" and getattr(family, "READS_PAIRS_APART", False):
+        raise DistilError(f"schedule.projection=path puts the projection under the classifier, but "
+                          f"{family.__name__} projects each sentence of a pair apart while its classifier reads "
+                          f"both; use schedule.projection=side")
     if place == "path" and not getattr(family, "LINEAR_CLASSIFIER", False):
         raise DistilError(f"schedule.projection=path needs a student whose classifier is one linear layer "
                           f"(bilstm, bilstm-tagger, rnn, transformer), not {family.__name__}; "

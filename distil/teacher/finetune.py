@@ -36,6 +36,7 @@ import numpy as np
 import torch
 from transformers import get_linear_schedule_with_warmup
 
+from distil.checkpoint import Checkpoint
 from distil.config import FineTuneConfig, TeacherConfig
 from distil.data.batching import shuffled_batches
 from distil.data.prepared import PreparedSplit
@@ -206,7 +207,7 @@ def _finetune(cfg: TeacherConfig, task: Task, data: TaskData, prepared: dict[str
         model, tokenizer = load_pretrained(cfg, task, data.label_names, seed, hub_offline)
         name = f"fine-tuning teacher {cfg.name}" + (f" lr {lr:g}" if len(rates) > 1 else "")
         run = _train_once(model, task, prepared, tokenizer.pad_token_id, seed, budget, cfg, data.label_names, lr=lr,
-                          checkpoint=out / CHECKPOINT, description=name)
+                          checkpoint=Checkpoint(out / CHECKPOINT), description=name)
         if grid["best"] is None or run["selection"] > grid["runs"][grid["best"]]["selection"]:
             grid["best"], grid["best_state"] = index, model.state_dict()
         grid["runs"].append(run)
@@ -235,7 +236,7 @@ def _finetune(cfg: TeacherConfig, task: Task, data: TaskData, prepared: dict[str
 
 
 def _train_once(model, task: Task, prepared: dict[str, PreparedSplit], pad_id: int, seed: int,
-                budget: StepBudget, cfg: TeacherConfig, label_names: list[str], *, lr: float, checkpoint: Path,
+                budget: StepBudget, cfg: TeacherConfig, label_names: list[str], *, lr: float, checkpoint: Checkpoint,
                 description: str) -> dict:
     """One fine-tuning at learning rate `lr`; the model ends at its best dev evaluation."""
     hp, train, dev = cfg.finetune, prepared["labeled"], prepared["dev"]

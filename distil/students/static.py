@@ -1,0 +1,86 @@
+"""A static-embedding student (model2vec-style): no recurrence, no attention, one table lookup.
+
+  text    wordpieces -> embedding -> mean over the real tokens -> [ReLU layer] -> dropout -> linear
+  pair    each sentence apart -> its mean vector u, v -> [u, v, |u - v|, u * v] -> [ReLU layer] -> linear
+  tokens  each wordpiece's vector, with its `context_window` neighbours on either side concatenated
+          (zeros beyond the sentence) -> [ReLU layer] -> linear, one label per wordpiece
+
+The table starts from the teacher's own output vector of every wordpiece, reduced by PCA and
+weighted by SIF (student.embedding_init=model2vec, see embeddings.py), and is then trained with
+whatever schedule the run uses: unlike model2vec's own trainer, on the teacher's targets over
+the transfer set. `mlp_hidden_size: 0` leaves the ReLU layer out (a linear model on the mean).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from distil.config import StudentConfig
+from distil.tasks import Task
+
+
+def masked_mean(vectors: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Mean of the vectors at real positions; an all-padding row gives zeros, not NaN."""
+    weights = mask.unsqueeze(-1).to(vectors.dtype)
+    return (vectors * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1.0)
+
+
+def with_context(vectors: torch.Tensor, mask: torch.Tensor, window: int) -> torch.Tensor:
+    """[B, T, E] -> [B, T, (2 window + 1) E]: each position beside its neighbours, left to right;
+    positions before the start, after the end or at padding read zeros."""
+    if window == 0:
+        return vectors
+    vectors = vectors * mask.unsqueeze(-1).to(vectors.dtype)
+    padded = F.pad(vectors, (0, 0, window, window))  # zeros beyond both ends of the time axis
+    length = vectors.shape[1]
+    return torch.cat([padded[:, offset:offset + length] for offset in range(2 * window + 1)], dim=-1)
+
+
+class StaticStudent(nn.Module):
+    INPUTS = ("text", "pair", "tokens")
+    READS_PAIRS_APART = True  # a pair is two bags of wordpieces compared, as sentence embeddings are
+    LINEAR_CLASSIFIER = True  # `classifier` is one nn.Linear over the state (a projection can go under it)
+
+    def __init__(self, vocab_size: int, embedding_dim: int, num_labels: int, dropout: float,
+                 mlp_hidden_size: int, inputs: str, context_window: int = 0, pad_id: int = 0):
+        super().__init__()
+        self.inputs, self.context_window = inputs, context_window
+        self.embedding = nn.Embedding(vocab_size, embedding_dim, padding_idx=pad_id)
+        width = embedding_dim * (4 if inputs == "pair" else 2 * context_window + 1 if inputs == "tokens" else 1)
+        self.mlp = nn.Sequential(nn.Dropout(dropout), nn.Linear(width, mlp_hidden_size), nn.ReLU()) \
+            if mlp_hidden_size else None
+        self.dropout = nn.Dropout(dropout)
+        self.representation_size = mlp_hidden_size or width
+        if inputs == "pair":  # a representation head maps each sentence's mean vector (Wu et al. 3.1)
+            self.representation_size = embedding_dim
+        self.classifier = nn.Linear(mlp_hidden_size or width, num_labels)
+
+    @classmethod
+    def from_config(cls, cfg: StudentConfig, vocab_size: int, num_labels: int, task: Task):
+        return cls(vocab_size, cfg.embedding_dim, num_labels, cfg.dropout, cfg.mlp_hidden_size, task.inputs,
+                   cfg.context_window)
+
+    def layer_groups(self) -> list[tuple[str, nn.Module]]:
+        """Top to bottom, the order gradual unfreezing follows."""
+        middle = [("mlp", self.mlp)] if self.mlp is not None else []
+        return [("classifier", self.classifier), *middle, ("embeddings", self.embedding)]
+
+    def _hidden(self, features: torch.Tensor) -> torch.Tensor:
+        return self.mlp(features) if self.mlp is not None else features
+
+    def forward(self, *inputs: torch.Tensor) -> dict[str, torch.Tensor]:
+        if self.inputs == "pair":
+            ids_a, mask_a, ids_b, mask_b = inputs
+            u, v = masked_mean(self.embedding(ids_a), mask_a), masked_mean(self.embedding(ids_b), mask_b)
+            hidden = self._hidden(torch.cat([u, v, (u - v).abs(), u * v], dim=-1))
+            return {"pooled": hidden, "sentences": torch.stack([u, v], dim=1),
+                    "logits": self.classifier(self.dropout(hidden))}
+        ids, mask = inputs
+        vectors = self.embedding(ids)
+        if self.inputs == "tokens":
+            states = self._hidden(with_context(vectors, mask, self.context_window))
+            return {"states": states, "logits": self.classifier(self.dropout(states))}
+        pooled = self._hidden(masked_mean(vectors, mask))
+        return {"pooled": pooled, "logits": self.classifier(self.dropout(pooled))}

@@ -1,0 +1,157 @@
+"""The static-embedding student (model2vec-style) and its model2vec initialisation.
+
+Each equation is checked against numbers computed here by hand or by an independent library
+(scikit-learn's PCA, transformers' BertModel run on the sequences model2vec builds).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from sklearn.decomposition import PCA
+from transformers import BertConfig, BertModel, BertTokenizerFast
+
+from distil.data.batching import model_inputs
+from distil.errors import DistilError
+from distil.students.embeddings import check_embedding_init, initial_embeddings, sif_weights
+from distil.students.static import StaticStudent, with_context
+from distil.teacher.token_vectors import token_output_vectors
+
+
+def static(inputs: str, mlp: int = 0, window: int = 0, dim: int = 2, labels: int = 2) -> StaticStudent:
+    torch.manual_seed(0)
+    return StaticStudent(vocab_size=10, embedding_dim=dim, num_labels=labels, dropout=0.0, mlp_hidden_size=mlp,
+                         inputs=inputs, context_window=window).eval()
+
+
+def set_rows(model: StaticStudent, rows: dict[int, list[float]]) -> None:
+    with torch.no_grad():
+        for row, values in rows.items():
+            model.embedding.weight[row] = torch.tensor(values)
+
+
+def test_text_logits_are_the_relu_layer_of_the_mean_of_the_real_tokens():
+    model = static("text", mlp=2)
+    set_rows(model, {3: [1.0, 2.0], 4: [3.0, -2.0], 5: [2.0, 6.0]})
+    with torch.no_grad():
+        linear, output = model.mlp[1], model.classifier
+        linear.weight.copy_(torch.tensor([[1.0, 0.0], [0.0, -1.0]]))
+        linear.bias.copy_(torch.tensor([0.0, 1.0]))
+        output.weight.copy_(torch.tensor([[1.0, 1.0], [2.0, -1.0]]))
+        output.bias.copy_(torch.tensor([0.5, 0.0]))
+    # mean of rows 3, 4, 5 = (2, 2); ReLU layer: relu(2, -2 + 1) = (2, 0); output: (2.5, 4)
+    logits = model(*model_inputs([[3, 4, 5], [3, 4, 5, 0, 0, 0], [3]]))["logits"]
+    torch.testing.assert_close(logits[0], torch.tensor([2.5, 4.0]))
+    # row 3 alone: (1, 2) -> relu(1, -1) = (1, 0) -> (1.5, 2)
+    torch.testing.assert_close(logits[2], torch.tensor([1.5, 2.0]))
+
+
+def test_pair_features_are_u_v_their_absolute_difference_and_product():
+    model = static("pair", labels=8)  # no ReLU layer: the classifier reads the 8 features directly
+    set_rows(model, {3: [1.0, 2.0], 4: [3.0, 0.0], 5: [-1.0, 4.0]})
+    with torch.no_grad():
+        model.classifier.weight.copy_(torch.eye(8))
+        model.classifier.bias.zero_()
+    out = model(*model_inputs([([3, 4], [5])]))
+    u, v = [2.0, 1.0], [-1.0, 4.0]
+    torch.testing.assert_close(out["logits"][0], torch.tensor([*u, *v, 3.0, 3.0, -2.0, 4.0]))
+    torch.testing.assert_close(out["sentences"][0], torch.tensor([u, v]))  # each sentence's own vector
+
+
+def test_a_tagger_reads_its_neighbours_and_zeros_beyond_the_sentence():
+    vectors = torch.tensor([[[1.0], [2.0], [3.0], [9.0]]])  # one sentence of 3 tokens, then padding
+    mask = torch.tensor([[1, 1, 1, 0]])
+    expected = torch.tensor([[[0.0, 1.0, 2.0], [1.0, 2.0, 3.0], [2.0, 3.0, 0.0], [3.0, 0.0, 0.0]]])
+    torch.testing.assert_close(with_context(vectors, mask, 1), expected)
+    model = static("tokens", window=1, dim=1, labels=3)
+    assert model(*model_inputs([[3, 4, 5]]))["logits"].shape == (1, 3, 3)
+
+
+def test_sif_weights_follow_zipf_over_the_vocabulary_order_without_unused_tokens():
+    tokens = ["[PAD]", "[unused0]", "[unused1]", "[UNK]", "the", "film"]
+    # ranks without [unusedN]: [PAD] 0, [UNK] 1, the 2, film 3; p(r) = (1 / (r + 2)) / (1/2 + 1/3 + 1/4 + 1/5)
+    total = 1 / 2 + 1 / 3 + 1 / 4 + 1 / 5
+    p_the, p_film = (1 / 4) / total, (1 / 5) / total
+    weights = sif_weights([4, 5], tokens, 0.1)
+    torch.testing.assert_close(weights, torch.tensor([0.1 / (0.1 + p_the), 0.1 / (0.1 + p_film)],
+                                                     dtype=torch.float64))
+
+
+def test_model2vec_init_is_pca_of_the_teacher_vectors_then_sif():
+    generator = torch.Generator().manual_seed(0)
+    outputs = torch.randn(6, 5, generator=generator, dtype=torch.float64) * torch.tensor([5.0, 3, 1, 0.5, 0.1],
+                                                                                       dtype=torch.float64)
+    ids = [10, 11, 12, 13, 14, 15]
+    tokens = [f"t{i}" for i in range(20)]
+    weights = initial_embeddings("model2vec", 2, ids, teacher_tokens=tokens, token_vectors=lambda asked: outputs,
+                                 sif_coefficient=1e-2)
+    reduced = torch.from_numpy(PCA(n_components=2, svd_solver="full").fit_transform(outputs.numpy()))
+    expected = reduced * sif_weights(ids, tokens, 1e-2).unsqueeze(1)
+    rows = weights[2:].double()
+    signs = torch.sign((rows * expected).sum(dim=0))  # PCA's sign per component is a convention
+    torch.testing.assert_close(rows, expected * signs, atol=1e-5, rtol=1e-5)
+    assert weights[0].abs().sum() == 0  # [PAD]
+    torch.testing.assert_close(weights[1], weights[2:].mean(dim=0))  # [UNK]: the mean of the rows
+
+
+def test_token_vectors_are_the_mean_of_the_encoder_over_sep_token_cls(tmp_path):
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "film", "was", "good"]
+    (tmp_path / "vocab.txt").write_text("\n".join(vocab) + "\n")
+    tokenizer = BertTokenizerFast(str(tmp_path / "vocab.txt"))
+    torch.manual_seed(0)
+    model = BertModel(BertConfig(vocab_size=len(vocab), hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
+                                 intermediate_size=16)).eval()
+    vectors = token_output_vectors(model, tokenizer, [5, 8], batch_size=1)
+    for row, token in enumerate([5, 8]):
+        sequence = torch.tensor([[3, token, 2]])  # [SEP] token [CLS], model2vec's order
+        with torch.no_grad():
+            expected = model(input_ids=sequence).last_hidden_state[0].mean(dim=0)
+        torch.testing.assert_close(vectors[row], expected)
+
+
+@pytest.mark.parametrize("dim,words,message", [
+    (40, False, "student.embedding_init=model2vec: embedding_dim 40 is larger than the teacher's hidden size 32; "
+                "lower student.embedding_dim to at most 32"),
+    (16, True, "student.embedding_init=model2vec reduces the teacher's wordpiece vectors, but this student reads "
+               "whitespace words; use random or file"),
+])
+def test_model2vec_init_that_cannot_work_is_one_line_before_training(dim, words, message):
+    with pytest.raises(DistilError) as error:
+        check_embedding_init("model2vec", dim, 32, None, words)
+    assert str(error.value) == message
+
+
+@pytest.mark.parametrize("args,message", [
+    (["student=tang", "student.mlp_hidden_size=0"],
+     "student 'tang' classifies through a ReLU layer of student.mlp_hidden_size units, and 0 leaves it none; set "
+     "student.mlp_hidden_size to 1 or more (Tang: 200 or 400)"),
+    (["student=static", "dataset=toy-pair", "schedule=d4.2"],
+     "schedule.projection=path puts the projection under the classifier, but StaticStudent projects each sentence "
+     "of a pair apart while its classifier reads both; use schedule.projection=side"),
+], ids=["no-relu-layer", "path-on-pairs-apart"])
+def test_a_student_that_cannot_be_built_is_one_line(tmp_path, monkeypatch, capsys, args, message):
+    from tests.test_errors import one_line_error
+
+    assert one_line_error(args, tmp_path, monkeypatch, capsys) == f"distil: error: {message}"
+
+
+@pytest.mark.parametrize("dataset,schedule", [("toy", "d3.2"), ("toy-pair", "d1"), ("toy-ner", "d4.1")])
+def test_static_student_runs_end_to_end(tmp_path, dataset, schedule):
+    """The real console script: text with gradual unfreezing and representations, pairs, tagging."""
+    distil = Path(sys.executable).with_name("distil")
+    env = {**os.environ, "DISTIL_OUTPUTS": str(tmp_path / "outputs")}
+    result = subprocess.run([distil, "debug=smoke", "student=static", f"dataset={dataset}", f"schedule={schedule}",
+                             "student.embedding_dim=16", "student.mlp_hidden_size=8"],
+                            capture_output=True, text=True, cwd=tmp_path, env=env, timeout=600)
+    assert result.returncode == 0, result.stderr
+    metrics = json.loads(next((tmp_path / "outputs" / "runs").rglob("metrics.json")).read_text())
+    assert metrics["status"] == "ok" and metrics["choices"]["student"] == "static"
+    steps = [stage.get("step") for stage in metrics["student"]["stages"]]
+    if schedule == "d3.2":  # gradual unfreezing walks the static student's own layers, top first
+        assert steps == ["projection", "mlp", "embeddings", "classifier", "projection", "mlp", "embeddings"], steps
