@@ -6,7 +6,7 @@ export HF_HUB_OFFLINE ?= 1
 export HF_DATASETS_OFFLINE ?= 1
 
 .PHONY: help install demo test test-slow bench lint clean schedules-xd schedules-mukherjee students-bbc mrpc wikiann \
-	tables table-% readme-results
+	tables table-% readme-results frontier
 
 help:  ## list the targets (the default)
 	@grep -E '^[a-z0-9.%-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 22
@@ -63,6 +63,9 @@ table-%:  ## one paper table, e.g. table-xtremedistil-3 -> outputs/tables/xtreme
 
 tables:  ## every table preset at cpu scale (distil-table --list shows them); rerun to continue an interrupted one
 	distil-table --all --scale cpu
+
+frontier:  ## every student on one cached teacher: accuracy, size, speed, Pareto plot (SST-2, MRPC, WikiANN)
+	distil-table --all --set frontier --scale cpu
 
 lint:  ## ruff
 	$(PYTHON) -m ruff check distil tests scripts

@@ -51,6 +51,20 @@ class SavedStudent:
         student_ids = tuple(self.vocab.map(part) for part in ids) if isinstance(ids, tuple) else self.vocab.map(ids)
         return student_ids, context
 
+    def encode_batch(self, texts: list[str]) -> tuple[torch.Tensor, ...]:
+        """The model's inputs for many texts (one batched tokenizer call): what serving a batch costs
+        before the model runs."""
+        max_length = self.config["max_length"]
+        if reads_words(self.cfg):
+            return model_inputs([self.vocab.map(text.lower().split()[:max_length]) for text in texts])
+        ids = self.task.encode_texts(self.tokenizer, texts, max_length, apart=reads_pairs_apart(self.cfg))
+        return model_inputs([tuple(self.vocab.map(part) for part in example) if isinstance(example, tuple)
+                             else self.vocab.map(example) for example in ids])
+
+    @torch.inference_mode()
+    def logits(self, inputs: tuple[torch.Tensor, ...]) -> torch.Tensor:
+        return self.model(*inputs)["logits"]
+
     @torch.inference_mode()
     def predict(self, text: str) -> str:
         ids, context = self._encode(text)

@@ -135,7 +135,8 @@ LOAD_ERRORS = [  # (test id, preset text, message with {p} for the preset's path
     ("unknown-field", "kind: data\nsweep: []\n",
      "table preset {p}: Key 'sweep' not in 'TablePreset' (at sweep); fix the file"),
     ("bad-axis", "kind: data\nrows: [{name: A}]\n",
-     "table preset {p}: rows[0] must be {label: <text>, overrides: [...]}; fix the file"),
+     "table preset {p}: rows[0] must be {label: <text>, overrides: [...]} (a sweep's column may add value: "
+     "<metrics.json path>, format: <format>); fix the file"),
     ("axis-scale", "kind: data\nrows: [{label: A, overrides: {gpu: [a=1]}}]\n",
      "table preset {p}: rows[0] has overrides for unknown scale(s) gpu; choose from: cpu, paper"),
     ("axis-overrides", "kind: data\nrows: [{label: A, overrides: schedule=d1}]\n",
@@ -236,6 +237,7 @@ def test_make_targets_name_the_presets():
     assert dry("table-xtremedistil-3") == "distil-table --scale cpu xtremedistil-table3\n"
     assert dry("table-mukherjee-12") == "distil-table --scale cpu mukherjee-table12\n"
     assert dry("tables") == "distil-table --all --scale cpu\n"
+    assert dry("frontier") == "distil-table --all --set frontier --scale cpu\n"
 
 
 def table(args: list[str], capsys) -> tuple[int, str, str]:

@@ -14,6 +14,7 @@ import dataclasses
 import hashlib
 import json
 import os
+from collections.abc import Sequence
 from functools import cache, lru_cache
 from pathlib import Path
 
@@ -77,15 +78,7 @@ def cell_key(overrides: list[str], where: str = "cell") -> str:
 def _result_config(overrides: tuple[str, ...], config_dirs: str | None, where: str) -> dict:
     """The composed config as plain data, interpolations unresolved (so `${paths.data_dir}` inside a
     dataset's file names does not make the key depend on where the data lives), without NOT_RESULT."""
-    args = with_config_dir_env(list(overrides), config_dirs)
-    problem = check_overrides(args, CONF_DIR)
-    if problem:
-        raise DistilError(f"{where}: {problem}; fix the preset")
-    try:
-        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-            cfg = compose(config_name="config", overrides=args)
-    except (HydraException, OmegaConfBaseException) as error:
-        raise DistilError(f"{where}: {hydra_message(error)}; fix the preset") from error
+    cfg = compose_cell(overrides, config_dirs, where)
     config = without_defaults(OmegaConf.to_container(cfg, resolve=False), cfg)
     for group, keys in NOT_RESULT.items():
         if keys is None:
@@ -94,6 +87,19 @@ def _result_config(overrides: tuple[str, ...], config_dirs: str | None, where: s
             for key in keys:
                 config.get(group, {}).pop(key, None)
     return config
+
+
+def compose_cell(overrides: Sequence[str], config_dirs: str | None, where: str) -> DictConfig:
+    """The config `distil` composes from these overrides (without running anything)."""
+    args = with_config_dir_env(list(overrides), config_dirs)
+    problem = check_overrides(args, CONF_DIR)
+    if problem:
+        raise DistilError(f"{where}: {problem}; fix the preset")
+    try:
+        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+            return compose(config_name="config", overrides=args)
+    except (HydraException, OmegaConfBaseException) as error:
+        raise DistilError(f"{where}: {hydra_message(error)}; fix the preset") from error
 
 
 def without_defaults(plain: dict, node: DictConfig) -> dict:
@@ -129,10 +135,17 @@ def cell_dir(root: Path, key: str) -> Path:
     return Path(root) / "cells" / key
 
 
+TIMING_FILE = "timing.json"  # written by distil.student_timing for tables with `timing: true`
+
+
 def collect(cells: list[Cell], root: Path) -> list[Cell]:
-    """Fill each cell's metrics and error from `<root>/cells/<key>/metrics.json`; returns the cells."""
+    """Fill each cell's metrics and error from `<root>/cells/<key>/metrics.json`, with its timing.json (if
+    the student was timed, see distil.student_timing) under `timing`; returns the cells."""
     for cell in cells:
         cell.metrics, cell.error = read_result(cell_dir(root, cell.key) / "metrics.json")
+        timing = cell_dir(root, cell.key) / TIMING_FILE
+        if cell.metrics is not None and timing.is_file():
+            cell.metrics = {**cell.metrics, "timing": json.loads(timing.read_text())}
     return cells
 
 

@@ -17,7 +17,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from distil.errors import DistilError
 from distil.overrides import CONFIG_DIR_ENV
-from distil.tables.preset import FORMATS, KINDS, ROWS_FROM, SCALES, Axis, TablePreset
+from distil.tables.preset import FORMATS, KINDS, ROWS_FROM, SCALES, SETS, Axis, TablePreset
 
 PRESET_DIR = Path(__file__).resolve().parent.parent / "conf" / "table"
 AXES = ("rows", "columns")  # built here, not by OmegaConf: their overrides are a list or a per-scale map
@@ -82,8 +82,11 @@ def _structured(data: dict, path: Path) -> TablePreset:
 
 
 def _axis(entry: Any, where: str) -> Axis:
-    if not isinstance(entry, dict) or not isinstance(entry.get("label"), str) or set(entry) - {"label", "overrides"}:
-        raise DistilError(f"table preset {where} must be {{label: <text>, overrides: [...]}}; fix the file")
+    if not isinstance(entry, dict) or not isinstance(entry.get("label"), str) or set(entry) - AXIS_FIELDS:
+        raise DistilError(f"table preset {where} must be {{label: <text>, overrides: [...]}} (a sweep's column may "
+                          f"add value: <metrics.json path>, format: <format>); fix the file")
+    if entry.get("format") is not None:
+        _check_choice(f"table preset {where}", "format", entry["format"], FORMATS)
     overrides = entry.get("overrides") or []
     per_scale = overrides.values() if isinstance(overrides, dict) else [overrides]
     if isinstance(overrides, dict) and set(overrides) - set(SCALES):
@@ -92,7 +95,7 @@ def _axis(entry: Any, where: str) -> Axis:
     if not all(isinstance(values, list) and all(isinstance(v, str) for v in values) for values in per_scale):
         raise DistilError(f"table preset {where}: overrides must be a list of key=value strings, or "
                           f"{{cpu: [...], paper: [...]}}; fix the file")
-    return Axis(label=entry["label"], overrides=overrides)
+    return Axis(label=entry["label"], overrides=overrides, value=entry.get("value"), format=entry.get("format"))
 
 
 def check_preset(preset: TablePreset, source: Path | str) -> None:
@@ -101,6 +104,7 @@ def check_preset(preset: TablePreset, source: Path | str) -> None:
     _check_choice(where, "kind", preset.kind, KINDS)
     _check_choice(where, "format", preset.format, FORMATS)
     _check_choice(where, "rows_from", preset.rows_from, ROWS_FROM)
+    _check_choice(where, "set", preset.set, SETS)
     for scale in preset.scales:
         _check_choice(where, "scale", scale, SCALES)
     if preset.name != Path(source).stem:
@@ -117,12 +121,18 @@ def _check_choice(where: str, field: str, value: Any, choices: tuple) -> None:
         raise DistilError(f"{where}: unknown {field} '{value}'; choose one of: {names}")
 
 
+AXIS_FIELDS = {"label", "overrides", "value", "format"}
+
+
 def _check_sweep(preset: TablePreset, where: str) -> None:
     """A sweep runs something: a scale, seeds, and rows (or a run per column whose stages/languages are rows)."""
     if not preset.scales:
         raise DistilError(f"{where}: a sweep needs scales, e.g. scales: {{cpu: {{base: [...], seeds: [1]}}}}")
     if not preset.rows and preset.rows_from is None:
         raise DistilError(f"{where}: a sweep needs rows: [{{label: ..., overrides: [...]}}] (or rows_from)")
+    if preset.rows_from is not None and any(c.value or c.format for c in preset.columns):
+        raise DistilError(f"{where}: columns with their own value or format need one row per run; "
+                          f"rows_from: {preset.rows_from} reads each run's {preset.rows_from} as rows")
     for name, scale in preset.scales.items():
         if not scale.seeds:
             raise DistilError(f"{where}: scale {name} has no seeds; give at least one, e.g. seeds: [1]")

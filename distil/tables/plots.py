@@ -41,10 +41,27 @@ def line(xs: list[str], series: Series, ylabel: str, title: str, path: Path) -> 
     return finish(fig, ax, ylabel, title, path)
 
 
+def pareto(points: list[tuple[str, float, float]], lower_x: bool = True) -> list[tuple[str, float, float]]:
+    """The points no other point beats on both axes (y higher is better; x lower is better with `lower_x`,
+    e.g. latency, else higher, e.g. speed-up), in order of x from best to worst."""
+    ordered = sorted(points, key=lambda p: (p[1] if lower_x else -p[1], -p[2]))
+    front, best_y = [], float("-inf")
+    for point in ordered:
+        if point[2] > best_y:
+            front.append(point)
+            best_y = point[2]
+    return front
+
+
 def scatter(points: list[tuple[str, float, float]], xlabel: str, ylabel: str, title: str, path: Path,
-            paper: list[tuple[str, float, float]] = ()) -> Path:
-    """Ours as labelled dots; the paper's (label, x, y), where given, as labelled crosses beside them."""
+            paper: list[tuple[str, float, float]] = (), frontier: str | None = None) -> Path:
+    """Ours as labelled dots; the paper's (label, x, y), where given, as labelled crosses beside them;
+    with `frontier` (lower_x or higher_x), our Pareto frontier as a line through its points."""
     fig, ax = plt.subplots(figsize=(5.5, 4))
+    if frontier and points:
+        front = pareto(points, lower_x=frontier == "lower_x")
+        ax.plot([p[1] for p in front], [p[2] for p in front], color="C2", linestyle="-", linewidth=1,
+                marker="s", markersize=9, markerfacecolor="none", label="Pareto frontier")
     for mine, colour, marker, name in ((points, "C0", "o", "ours"), (paper, "C1", "x", "paper")):
         if not mine:
             continue

@@ -27,6 +27,8 @@ published, so `distil-table` can run the missing cells and print ours beside the
     paper_metric: average F1 over 41 languages (WikiANN NER)
     notes: |                           # what differs here: teacher, data, scale; shown under the table
       ...
+    # a sweep's column can read its own metric from the same runs instead of adding overrides:
+    #   - {label: params, value: student.params, format: count}
     plot: null                         # null | {x: columns, kind: line} | {x: <path>, y: <path>, kind: scatter}
                                        # scatter: paper_x: {row: the paper's x} plots the paper's points too
 
@@ -44,6 +46,7 @@ KINDS = ("sweep", "data", "bench")
 FORMATS = ("percent", "number", "ratio", "count")
 ROWS_FROM = (None, "stages", "languages")
 SCALES = ("cpu", "paper")
+SETS = ("papers", "frontier")  # `distil-table --all --set S`: the papers' tables (make tables), or ours
 
 
 @dataclass
@@ -55,10 +58,14 @@ class Scale:
 @dataclass
 class Axis:
     """A row or a column: its label and the overrides that make it (a list for both scales,
-    or {cpu: [...], paper: [...]})."""
+    or {cpu: [...], paper: [...]}). A sweep's column may instead (or also) choose what is read from
+    each run: `value` (a metrics.json path) and `format`, e.g. a frontier table's accuracy, params
+    and latency columns, all read from one run per row."""
 
     label: str
     overrides: Any = field(default_factory=list)
+    value: str | None = None
+    format: str | None = None
 
     def overrides_for(self, scale: str) -> list[str]:
         if isinstance(self.overrides, dict):
@@ -83,6 +90,10 @@ class TablePreset:
     paper_metric: str = ""
     notes: str = ""
     plot: dict[str, Any] | None = None
+    # sweeps: after the cells, time every finished student against its teacher in one interleaved run
+    # (distil.student_timing; read as timing.<field>, e.g. timing.single_ms, timing.speedup)
+    timing: bool = False
+    set: str = "papers"  # papers: a table of the five papers; frontier: the students side by side (make frontier)
 
 
 @dataclass

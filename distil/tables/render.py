@@ -42,6 +42,7 @@ ROW_HEADERS = {"stages": "stage", "languages": "language", "data": "dataset", "b
 SCALE = {"percent": 100.0}  # the factor from the metrics.json value to the number shown; 1 otherwise
 DECIMALS = {"percent": 2, "number": 2, "ratio": 1, "count": 0}
 PLOTS = ("line", "scatter")
+FRONTIERS = (None, "lower_x", "higher_x")  # a scatter's Pareto frontier: which way x is better
 
 
 @dataclass
@@ -106,6 +107,9 @@ def check_renderable(preset: TablePreset) -> None:
         if kind == "scatter" and not preset.plot.get("x"):
             raise DistilError(f"table {preset.name}: a scatter plot needs x: a metrics.json path "
                               "(e.g. {x: speed.speedup, y: student.test.f1, kind: scatter})")
+        if preset.plot.get("frontier") not in FRONTIERS:
+            raise DistilError(f"table {preset.name}: plot.frontier '{preset.plot['frontier']}' is not one of: "
+                              f"lower_x (x is a latency), higher_x (x is a speed-up)")
         unknown = sorted(set(preset.plot.get("paper_x") or {}) - {row.label for row in preset.rows})
         if unknown:
             raise DistilError(f"table {preset.name}: plot.paper_x names rows the table does not have: "
@@ -143,7 +147,23 @@ def cell_samples(preset: TablePreset, cell: Cell) -> list[Sample]:
         return stage_samples(preset, cell)
     if preset.rows_from == "languages":
         return language_samples(preset, cell)
-    return [read_sample(preset.format, cell.row, cell.column, cell.metrics, preset.value)]
+    return [read_sample(column_format(preset, cell.column), cell.row, cell.column, cell.metrics,
+                        column_value(preset, cell.column))]
+
+
+def column_axis(preset: TablePreset, column: str | None) -> Axis | None:
+    return next((axis for axis in preset.columns if axis.label == column), None)
+
+
+def column_value(preset: TablePreset, column: str | None) -> str:
+    """What a sweep's column reads from each run: its own `value`, else the table's."""
+    axis = column_axis(preset, column)
+    return axis.value if axis is not None and axis.value else preset.value
+
+
+def column_format(preset: TablePreset, column: str | None) -> str:
+    axis = column_axis(preset, column)
+    return axis.format if axis is not None and axis.format else preset.format
 
 
 def read_sample(fmt: str, row: str, column: str | None, record: dict, path: str,
@@ -336,12 +356,13 @@ def display_frame(preset: TablePreset, grid: dict, rows: list[str], columns: lis
     for column in columns:
         ours, paper, diff = group_headers(column)
         entries = [grid.get((row, column)) for row in rows]
-        table[ours] = [entry_text(entry, preset.format) for entry in entries]
+        fmt = column_format(preset, column)
+        table[ours] = [entry_text(entry, fmt) for entry in entries]
         if not has_paper(preset, rows, column):
             continue
         published = [paper_value(preset, row, column) for row in rows]
-        table[paper] = [MISSING if p is None else number_text(p, preset.format) for p in published]
-        table[diff] = [difference_text(e, p, preset.format) for e, p in zip(entries, published, strict=True)]
+        table[paper] = [MISSING if p is None else number_text(p, fmt) for p in published]
+        table[diff] = [difference_text(e, p, fmt) for e, p in zip(entries, published, strict=True)]
     return pd.DataFrame(table, index=pd.Index(rows, name=ROW_HEADERS.get(preset.rows_from or preset.kind, "")))
 
 
@@ -437,7 +458,7 @@ def write_plot(preset: TablePreset, cells: list[Cell], grid: dict, rows: list[st
     ylabel = preset.paper_metric or preset.value
     if kind == "scatter":
         return plots.scatter(scatter_points(preset, cells), preset.plot["x"], ylabel, heading(preset), path,
-                             paper=paper_points(preset))
+                             paper=paper_points(preset), frontier=preset.plot.get("frontier"))
     by_rows = preset.plot.get("x") == "rows" or columns == [None]  # one column: x = its rows (stages)
     xs, lines = (rows, columns) if by_rows else (columns, rows)
 
@@ -462,8 +483,11 @@ def scatter_points(preset: TablePreset, cells: list[Cell]) -> list[tuple[str, fl
     """(label, x, y) per (row, column) that has both numbers: the mean over its seeds; x as it is in
     metrics.json, y in the table's units."""
     x_path, y_path = preset.plot["x"], preset.plot.get("y", preset.value)
-    done = [c for c in cells if cell_problem(c) is None]
-    xs = aggregate([read_sample("number", c.row, c.column, c.metrics, x_path) for c in done])
-    ys = aggregate([read_sample(preset.format, c.row, c.column, c.metrics, y_path) for c in done])
+    # a column that only picks what is read (value) is the same run as its row's other columns: one point
+    runs = {(c.row, None if (axis := column_axis(preset, c.column)) is not None and axis.value else c.column,
+             c.seed): c for c in cells if cell_problem(c) is None}
+    xs = aggregate([read_sample("number", row, column, c.metrics, x_path) for (row, column, _), c in runs.items()])
+    ys = aggregate([read_sample(preset.format, row, column, c.metrics, y_path)
+                    for (row, column, _), c in runs.items()])
     return [(key[0] if key[1] is None else f"{key[0]} / {key[1]}", xs[key].mean, ys[key].mean)
             for key in xs if key in ys and xs[key].values and ys[key].values]

@@ -31,7 +31,7 @@ from distil.errors import DistilError
 from distil.interrupt import exit_on_interrupt
 from distil.tables.cells import cell_dir, cell_specs, collect, expand, label, read_result
 from distil.tables.load import load_preset, presets
-from distil.tables.preset import SCALES, Cell, TablePreset
+from distil.tables.preset import SCALES, SETS, Cell, TablePreset
 
 console = Console(highlight=False, soft_wrap=True)  # one line per cell, also in logs
 INTERRUPTED = "distil-table: interrupted; rerun the same command to continue (finished cells are not run again)"
@@ -94,11 +94,19 @@ def stop(process: subprocess.Popen) -> None:
             continue
 
 
+def run_label(preset: TablePreset, cell: Cell) -> str:
+    """How a run is named: its row, its column where the column changes the run, its seed."""
+    axis = next((a for a in preset.columns if a.label == cell.column), None)
+    picks_only = axis is not None and axis.value and not any(axis.overrides_for(s) for s in SCALES)
+    return label(cell.row, None if picks_only else cell.column, cell.seed)
+
+
 def run_sweep(preset: TablePreset, cells: list[Cell], root: Path) -> list[str]:
     """Run the cells not yet done, one at a time; the failed cells' descriptions."""
     failed = []
-    for i, cell in enumerate(cells, 1):
-        name = f"cell {i}/{len(cells)} {preset.name} {label(cell.row, cell.column, cell.seed)}: "
+    runs = list({cell.key: cell for cell in cells}.values())  # columns that only pick a metric share a run
+    for i, cell in enumerate(runs, 1):
+        name = f"cell {i}/{len(runs)} {preset.name} {run_label(preset, cell)}: "
         if read_result(cell_dir(root, cell.key) / "metrics.json")[1] is None:  # done, here or by another table
             show(name, "skipped (done)", "dim")
             continue
@@ -109,7 +117,7 @@ def run_sweep(preset: TablePreset, cells: list[Cell], root: Path) -> list[str]:
             show(name, f"done in {duration(time.monotonic() - start)}", "green")
         else:
             show(name, ended, "red")
-            failed.append(f"{preset.name} {label(cell.row, cell.column, cell.seed)} ({cell_dir(root, cell.key)})")
+            failed.append(f"{preset.name} {run_label(preset, cell)} ({cell_dir(root, cell.key)})")
     return failed
 
 
@@ -122,6 +130,31 @@ def run_bench(root: Path) -> list[str]:
     show("bench: ", "running distil-bench", "blue")
     code = subprocess.run([console_script("distil-bench"), "--out", str(out)]).returncode
     return [] if code == 0 else [f"distil-bench exited with code {code}"]
+
+
+def run_timing(preset: TablePreset, cells: list[Cell], root: Path) -> list[str]:
+    """A table with `timing: true` times its finished students against their teacher in one run
+    (distil.student_timing), once per teacher; a group already timed together is not timed again."""
+    from distil.student_timing import time_cells, timing_is_current
+
+    groups: dict[str, dict[str, Cell]] = {}
+    for cell in collect(cells, root):
+        if cell.metrics is not None and cell.metrics.get("status") == "ok":
+            groups.setdefault(cell.metrics["artifacts"]["teacher"], {})[cell.key] = cell
+    failed = []
+    for teacher, group in groups.items():
+        name = f"timing {preset.name} students of teacher {teacher}: "
+        directories = {key: cell_dir(root, key) for key in group}
+        if timing_is_current(directories):
+            show(name, "skipped (done)", "dim")
+            continue
+        show(name, f"timing {len(group)} students and their teacher, interleaved", "blue")
+        try:
+            time_cells(directories, next(iter(group.values())).overrides, root)
+        except DistilError as error:
+            show(name, f"failed: {error}", "red")
+            failed.append(f"{name}{error}")
+    return failed
 
 
 def render(preset: TablePreset, cells: list[Cell], root: Path) -> None:
@@ -155,10 +188,11 @@ def list_presets() -> None:
 
 
 def dry_run(preset: TablePreset, cells: list[Cell], root: Path) -> None:
-    console.print(f"{preset.name}: {len(cells)} cells ({preset.kind})", markup=False)
-    for cell in collect(cells, root):
+    runs = list({cell.key: cell for cell in cells}.values())
+    console.print(f"{preset.name}: {len(runs)} cells ({preset.kind})", markup=False)
+    for cell in collect(runs, root):
         state = "done" if cell.error is None else cell.error
-        console.print(f"  {cell.key}  {label(cell.row, cell.column, cell.seed)}: {state}  "
+        console.print(f"  {cell.key}  {run_label(preset, cell)}: {state}  "
                       f"[{' '.join(cell.overrides)}]", markup=False)
 
 
@@ -167,7 +201,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                                      "(distil/conf/table/*.yaml) and write outputs/tables/<name>.*")
     parser.add_argument("names", nargs="*", help="preset names (distil-table --list) or preset files")
     parser.add_argument("--scale", choices=SCALES, default="cpu", help="which sweep of each preset (default cpu)")
-    parser.add_argument("--all", action="store_true", help="every preset")
+    parser.add_argument("--all", action="store_true", help="every preset of the set (default: the papers' tables)")
+    parser.add_argument("--set", choices=SETS, default="papers", dest="table_set",
+                        help="which presets --all runs: papers (make tables) or frontier (make frontier)")
     parser.add_argument("--dry-run", action="store_true", help="print the cells and whether each is done; run none")
     parser.add_argument("--list", action="store_true", help="list the presets and their cell counts per scale")
     args = parser.parse_args(argv)
@@ -181,7 +217,7 @@ def run(args: argparse.Namespace) -> list[str]:
     if args.list:
         list_presets()
         return []
-    tables = presets() if args.all else [load_preset(name) for name in args.names]
+    tables = [p for p in presets() if p.set == args.table_set] if args.all else [load_preset(n) for n in args.names]
     plan = [(preset, expand(preset, args.scale)) for preset in tables]
     root = outputs_root()
     failed: list[str] = []
@@ -195,6 +231,7 @@ def run(args: argparse.Namespace) -> list[str]:
             continue
         failed += run_bench(root) if preset.kind == "bench" else []
         failed += run_sweep(preset, cells, root)
+        failed += run_timing(preset, cells, root) if preset.timing else []
         render(preset, collect(cells, root), root)
     return failed
 

@@ -138,6 +138,10 @@ class Task:
         """One user text for `distil-predict`: (teacher ids, or a pair of them; context for decode)."""
         raise NotImplementedError
 
+    def encode_texts(self, tokenizer, texts: list[str], max_length: int, apart: bool) -> list:
+        """Many user texts at once, teacher ids per text (tasks whose tokenizer call can batch override it)."""
+        return [self.encode_text(tokenizer, text, max_length, apart)[0] for text in texts]
+
     # --- the teacher ----------------------------------------------------------------------
     def teacher_head(self, names: list[str]) -> dict:
         """Keyword arguments that give a pre-trained model this task's head."""

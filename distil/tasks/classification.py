@@ -9,7 +9,7 @@ import torch
 from distil.data.prepared import PreparedSplit
 from distil.errors import DistilError
 from distil.tasks.base import Logits, Task
-from distil.tasks.text import encode_user_text, prepare_texts
+from distil.tasks.text import encode_user_text, encode_user_texts, prepare_texts
 
 
 class ClassificationTask(Task):
@@ -39,6 +39,9 @@ class ClassificationTask(Task):
 
     def encode_text(self, tokenizer, text, max_length, apart):
         return encode_user_text(tokenizer, text, max_length, self.inputs == "pair", apart)
+
+    def encode_texts(self, tokenizer, texts, max_length, apart):
+        return encode_user_texts(tokenizer, texts, max_length, self.inputs == "pair", apart)
 
     def score(self, logits: Logits, split: PreparedSplit, names: list[str]) -> dict:
         predicted, gold = logits.argmax(dim=-1).numpy(), split.labels.numpy()

@@ -16,7 +16,7 @@ from distil.data.prepared import PreparedSplit
 from distil.errors import DistilError
 from distil.losses import squared_error
 from distil.tasks.base import Task
-from distil.tasks.text import encode_user_text, prepare_texts
+from distil.tasks.text import encode_user_text, encode_user_texts, prepare_texts
 
 NO_SCORE = math.nan  # a transfer-set example has no gold score
 
@@ -73,6 +73,9 @@ class RegressionTask(Task):
 
     def encode_text(self, tokenizer, text, max_length, apart):
         return encode_user_text(tokenizer, text, max_length, self.inputs == "pair", apart)
+
+    def encode_texts(self, tokenizer, texts, max_length, apart):
+        return encode_user_texts(tokenizer, texts, max_length, self.inputs == "pair", apart)
 
     def teacher_head(self, names: list[str]) -> dict:
         return {"num_labels": 1, "problem_type": "regression"}

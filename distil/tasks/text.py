@@ -41,3 +41,15 @@ def encode_user_text(tokenizer, text: str, max_length: int, pair: bool, apart: b
         return tuple(tokenizer(part, truncation=True, max_length=max_length)["input_ids"]
                      for part in (first, second)), None
     return tokenizer(first, second if pair else None, truncation=True, max_length=max_length)["input_ids"], None
+
+
+def encode_user_texts(tokenizer, texts: list[str], max_length: int, pair: bool, apart: bool) -> list:
+    """encode_user_text for many texts with one batched tokenizer call (serving a batch)."""
+    if not pair:
+        return tokenizer(texts, truncation=True, max_length=max_length)["input_ids"]
+    split = [[part.strip() for part in text.partition(PAIR_SEPARATOR)[::2]] for text in texts]
+    firsts, seconds = [a for a, _ in split], [b for _, b in split]
+    if apart:
+        encoded = [tokenizer(part, truncation=True, max_length=max_length)["input_ids"] for part in (firsts, seconds)]
+        return list(zip(*encoded, strict=True))
+    return tokenizer(firsts, seconds, truncation=True, max_length=max_length)["input_ids"]

@@ -1,0 +1,95 @@
+"""Frontier tables: timing saved students against their teacher in one run, metric columns, the Pareto frontier."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from distil.student_timing import Timed, time_models, with_ratios
+from distil.tables.plots import pareto
+from distil.tables.preset import Axis, Cell, Scale, TablePreset
+from distil.tables.render import write_table
+from tests.test_tables_render import md_rows
+from tests.test_tables_run import table, write_preset
+
+
+class Ticks:
+    """A clock that moves only when a model does work: costs per text are exact, so are the rates."""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def model(self, encode_cost: float, forward_cost: float) -> Timed:
+        def encode(texts):
+            self.now += encode_cost * len(texts)
+            return (len(texts),)
+
+        def forward(n):
+            self.now += forward_cost * n
+
+        return Timed(encode, forward)
+
+
+def test_rates_latencies_and_ratios_come_from_the_same_passes():
+    ticks = Ticks()
+    # the teacher: 0.001 s to encode a text, 0.01 s to run it; the student: the same encoding, 0.001 s to run
+    models = {"teacher": ticks.model(0.001, 0.01), "student": ticks.model(0.001, 0.001)}
+    results = time_models(models, [f"text {i}" for i in range(96)], passes=3, clock=ticks)
+    teacher, student = results["teacher"], results["student"]
+    assert teacher["model_batch32_ex_per_s"] == pytest.approx(100.0)  # 1 / 0.01
+    assert teacher["batch32_ex_per_s"] == pytest.approx(1 / 0.011)  # encoding counts end to end
+    assert student["model_single_ms"] == pytest.approx(1.0) and student["single_ms"] == pytest.approx(2.0)
+    ratios = with_ratios(results, "teacher")["student"]
+    assert ratios["model_speedup"] == pytest.approx(10.0) and ratios["speedup"] == pytest.approx(5.5)
+    assert ratios["single_speedup"] == pytest.approx(5.5) and ratios["model_single_speedup_min"] == pytest.approx(10)
+    assert "teacher" not in with_ratios(results, "teacher")
+
+
+def test_the_pareto_frontier_keeps_the_points_nothing_beats_on_both_axes():
+    points = [("slow good", 10.0, 90.0), ("fast bad", 1.0, 70.0), ("mid", 5.0, 85.0), ("dominated", 6.0, 80.0),
+              ("fast worse than fast bad", 2.0, 65.0)]
+    assert [p[0] for p in pareto(points, lower_x=True)] == ["fast bad", "mid", "slow good"]
+    assert [p[0] for p in pareto(points, lower_x=False)] == ["slow good"]
+
+
+def test_metric_columns_read_one_run_per_row_each_in_its_own_format(tmp_path):
+    preset = TablePreset(name="frontier", paper="p", table="T", title="t", scales={"cpu": Scale(seeds=[1])},
+                         rows=[Axis("static")],
+                         columns=[Axis("accuracy", value="student.test.accuracy", format="percent"),
+                                  Axis("params", value="student.params", format="count"),
+                                  Axis("speed-up", value="timing.speedup", format="ratio")])
+    metrics = {"status": "ok", "student": {"test": {"accuracy": 0.7963}, "params": 1234567},
+               "timing": {"speedup": 152.04}}
+    cells = [Cell(row="static", column=c.label, seed=1, overrides=[], key="k", metrics=metrics)
+             for c in preset.columns]
+    rows = md_rows(write_table(preset, cells, tmp_path)[0])
+    assert rows == [["", "accuracy", "params", "speed-up"], ["static", "79.63", "1,234,567", "152.0x"]]
+
+
+def test_a_timed_table_times_its_students_against_the_teacher_once(tmp_path, monkeypatch, capsys):
+    """Two smoke students run, then one interleaved timing run writes each cell's timing.json (same group);
+    running the table again times nothing; the table reads timing.* columns."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("DISTIL_OUTPUTS", raising=False)
+    monkeypatch.setenv("DISTIL_CONFIG_DIR", str(tmp_path / "conf"))
+    write_preset(tmp_path / "conf" / "table", "frontier", "timing: true\n"
+                 "scales: {cpu: {base: [debug=smoke, schedule=d1], seeds: [1]}}\n"
+                 "rows: [{label: static, overrides: [student=static, student.embedding_dim=16]},"
+                 " {label: bilstm, overrides: [student=bilstm]}]\n"
+                 "columns: [{label: accuracy, value: student.test.accuracy},"
+                 " {label: speed-up, value: timing.speedup, format: ratio}]\n")
+    code, out, err = table(["frontier"], capsys)
+    assert code == 0, err
+    timings = [json.loads(p.read_text()) for p in sorted((tmp_path / "outputs" / "cells").glob("*/timing.json"))]
+    assert len(timings) == 2 and timings[0]["group"] == timings[1]["group"] and len(timings[0]["group"]) == 2
+    for timing in timings:
+        assert timing["speedup_min"] <= timing["speedup"] <= timing["speedup_max"]
+        assert timing["teacher"]["batch32_ex_per_s"] > 0 and timing["disk_mb"] > 0
+    rows = md_rows(tmp_path / "outputs" / "tables" / "frontier.md")
+    assert rows[0] == ["", "accuracy", "speed-up"] and all(row[2].endswith("x") for row in rows[1:])
+    code, out, _ = table(["frontier"], capsys)
+    assert code == 0 and "timing frontier students of teacher" in out and "skipped (done)" in out
