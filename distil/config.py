@@ -112,6 +112,10 @@ class StudentConfig:
     # test time, is trained rather than left at its initial value. 0.02 is about the share of dev
     # and test wordpieces unseen in training (2.3-3.0% on BBC News and the SST-2 preset); 0 turns it off.
     unk_dropout: float = fraction(default=0.02)
+    # kind peer (distil.peers): which tool (tfidf, fasttext, model2vec, setfit), and what it learns:
+    # "labels" (the labeled set alone) or "teacher" (+ the teacher's argmax on the transfer set)
+    peer: str | None = None
+    targets: str = "teacher"
 
 
 @dataclass

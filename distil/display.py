@@ -33,7 +33,7 @@ def _compression(teacher: dict, student: dict) -> str:
     ratios = [f"{t[key] / s[key]:.1f}x {label}" for key, label in counted.items() if s[key]]
     if s.get("models", 1) > 1:
         ratios.append(f"all {s['models']} per-language students counted")
-    return f"{text} ({', '.join(ratios)})"
+    return f"{text} ({', '.join(ratios)})" if ratios else text
 
 
 def run_table(metrics: dict) -> Table:

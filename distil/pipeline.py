@@ -26,6 +26,8 @@ from distil.data.split import TaskData, build_task_data
 from distil.errors import DistilError
 from distil.evaluate import student_logits
 from distil.flags import predicted_classes, run_warnings
+from distil.peers import is_peer
+from distil.peers.train import train_peer
 from distil.schedule import StudentSplit, needs_teacher_hidden, run_schedule, validate_schedule
 from distil.speed import examples_per_second
 from distil.store import ArtifactStore
@@ -106,7 +108,7 @@ def run(cfg: Config, run_dir: Path, choices: dict, overrides: list[str]) -> dict
     if cached_layer is not None:
         check_layer(cfg.teacher)
     check_student(cfg.student, task)
-    if with_hidden:
+    if with_hidden and not is_peer(cfg.student):
         check_projection_place(cfg.schedule.projection, FAMILIES[cfg.student.kind], task.inputs)
     training_batch_size(cfg)  # a batch size below 1 fails here, before any data is read
     check_embedding_init(cfg.student.embedding_init, embedding_size(cfg.student), teacher_hidden_size(cfg.teacher),
@@ -128,24 +130,12 @@ def run(cfg: Config, run_dir: Path, choices: dict, overrides: list[str]) -> dict
                                  model.config.hidden_size, list(tokenizer.all_special_ids),
                                  partial(token_output_vectors, model, tokenizer))
 
-    if cfg.schedule.per_language and data.multilingual:
-        # XtremeDistil D0: a student per language, each seeing only its language's data.
-        results = {}
-        for lang in data.languages:
-            log.info("student for language %s", lang)
-            results[lang] = train_student(cfg, task, data, {n: s.language(lang) for n, s in splits.items()},
-                                          teacher_vocab, language=lang)
-            save_student(results[lang], cfg, task, data, tokenizer, run_dir / f"student-{lang}")
-        student = _merge_languages(results, task)
-        first = next(iter(results.values()))
+    if is_peer(cfg.student):  # a tool a user would otherwise pick, on the same splits and teacher
+        peer = train_peer(cfg, task, data, prepared, splits, run_dir / "student")
+        student, speed, dev_classes = peer.student, {}, {None: peer.dev_classes}
     else:
-        first = train_student(cfg, task, data, splits, teacher_vocab)
-        save_student(first, cfg, task, data, tokenizer, run_dir / "student")
-        student = {**first.scores, "stages": first.stages}
-        results = {None: first}
-    counts = student_param_counts(results, None if reads_words(cfg.student) else teacher_vocab.size)
-    student.update(params=counts["deployed"], param_counts=counts, vocab_size=len(first.vocab))
-
+        student, speed, dev_classes = train_students(cfg, task, data, prepared, splits, teacher_vocab, model,
+                                                     tokenizer, run_dir)
     metrics = {
         "status": "ok",
         "choices": choices,
@@ -166,8 +156,7 @@ def run(cfg: Config, run_dir: Path, choices: dict, overrides: list[str]) -> dict
             "finetune": {k: v for k, v in teacher.info.items() if k != "history"},
         },
         "student": student,
-        "speed": measure_speed(cfg, model, first.model, prepared["test"].ids, first.test_tokens,
-                               tokenizer.pad_token_id),
+        "speed": speed,
         "artifacts": {"teacher": teacher.key, "targets": targets.key,
                       "teacher_reused": teacher.reused, "targets_reused": targets.reused,
                       "teacher_ran": not (teacher.reused and targets.reused)},
@@ -178,12 +167,37 @@ def run(cfg: Config, run_dir: Path, choices: dict, overrides: list[str]) -> dict
     if baselines["test"] is not None:
         metrics["majority_baseline"] = baselines
     # status stays "ok", but a student that learned nothing must be impossible to miss
-    metrics["warnings"] = run_warnings(task, data, prepared["dev"], student,
-                                       {lang: r.dev_classes for lang, r in results.items()})
+    metrics["warnings"] = run_warnings(task, data, prepared["dev"], student, dev_classes)
     for warning in metrics["warnings"]:
         log.warning(warning)
     write_json_atomic(run_dir / "metrics.json", metrics)
     return metrics
+
+
+def train_students(cfg: Config, task: Task, data: TaskData, prepared: dict[str, PreparedSplit],
+                   splits: dict[str, Split], teacher_vocab: TeacherVocab, teacher, tokenizer,
+                   run_dir: Path) -> tuple[dict, dict, dict]:
+    """Train and save the student (XtremeDistil D0: one per language); (its metrics.json record, the
+    teacher/student speed, dev classes predicted per model)."""
+    if cfg.schedule.per_language and data.multilingual:
+        # XtremeDistil D0: a student per language, each seeing only its language's data.
+        results = {}
+        for lang in data.languages:
+            log.info("student for language %s", lang)
+            results[lang] = train_student(cfg, task, data, {n: s.language(lang) for n, s in splits.items()},
+                                          teacher_vocab, language=lang)
+            save_student(results[lang], cfg, task, data, tokenizer, run_dir / f"student-{lang}")
+        student = _merge_languages(results, task)
+        first = next(iter(results.values()))
+    else:
+        first = train_student(cfg, task, data, splits, teacher_vocab)
+        save_student(first, cfg, task, data, tokenizer, run_dir / "student")
+        student = {**first.scores, "stages": first.stages}
+        results = {None: first}
+    counts = student_param_counts(results, None if reads_words(cfg.student) else teacher_vocab.size)
+    student.update(params=counts["deployed"], param_counts=counts, vocab_size=len(first.vocab))
+    speed = measure_speed(cfg, teacher, first.model, prepared["test"].ids, first.test_tokens, tokenizer.pad_token_id)
+    return student, speed, {lang: r.dev_classes for lang, r in results.items()}
 
 
 def reported_splits(data: TaskData) -> list[str]:

@@ -33,7 +33,7 @@ NEEDS_MLP = ("siamese", "sra", "tang")
 
 
 def reads_pairs_apart(cfg: StudentConfig) -> bool:
-    return getattr(FAMILIES[cfg.kind], "READS_PAIRS_APART", False)
+    return getattr(FAMILIES.get(cfg.kind), "READS_PAIRS_APART", False)  # a peer (not a family) reads texts
 
 
 TOKENS = ("words", "wordpieces")
@@ -43,7 +43,7 @@ def reads_words(cfg: StudentConfig) -> bool:
     """Whitespace words rather than the teacher's wordpieces: `student.tokens`, else the family's own."""
     if cfg.tokens is not None:
         return cfg.tokens == "words"
-    return getattr(FAMILIES[cfg.kind], "READS_WORDS", False)
+    return getattr(FAMILIES.get(cfg.kind), "READS_WORDS", False)
 
 
 INPUT_NAMES = {"text": "single texts", "pair": "text pairs", "tokens": "word sequences"}
@@ -51,6 +51,8 @@ INPUT_NAMES = {"text": "single texts", "pair": "text pairs", "tokens": "word seq
 
 def check_student(cfg: StudentConfig, task: Task) -> None:
     """Fail before any training when the student cannot read the dataset's task inputs."""
+    if cfg.kind == "peer":
+        return check_peer(cfg, task)
     if cfg.kind not in FAMILIES:
         raise DistilError(
             f"student '{cfg.name}': unknown kind '{cfg.kind}'; use one of: {', '.join(FAMILIES)}"
@@ -69,6 +71,18 @@ def check_student(cfg: StudentConfig, task: Task) -> None:
             f"{' or '.join(INPUT_NAMES[r] for r in reads)}); choose a student of kind {', '.join(fitting)}"
         )
     check_tokens(cfg, task)
+
+
+def check_peer(cfg: StudentConfig, task: Task) -> None:
+    """A peer (distil.peers) classifies single texts, and its package must be installed."""
+    from distil.peers.base import TARGETS, peer_class
+
+    peer_class(cfg.peer or "")  # unknown name or missing package: one line naming the fix
+    if task.inputs != "text" or not task.has_classes:
+        raise DistilError(f"student '{cfg.name}' classifies single texts and {task.name} gives "
+                          f"{INPUT_NAMES[task.inputs]}; use a runner student (e.g. student=static)")
+    if cfg.targets not in TARGETS:
+        raise DistilError(f"student.targets '{cfg.targets}' is unknown; use one of: {', '.join(TARGETS)}")
 
 
 def check_tokens(cfg: StudentConfig, task: Task) -> None:

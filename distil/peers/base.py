@@ -1,0 +1,67 @@
+"""What a peer is: fit on texts and class ids, predict class probabilities, save and load itself."""
+
+from __future__ import annotations
+
+import importlib
+import json
+from pathlib import Path
+from typing import ClassVar, Protocol
+
+import numpy as np
+
+from distil.errors import DistilError
+
+PEER_FILE = "peer.json"  # in a saved peer's directory: which peer, its labels, its own settings
+
+
+class Peer(Protocol):
+    name: ClassVar[str]
+
+    def fit(self, texts: list[str], labels: np.ndarray, dev_texts: list[str], dev_labels: np.ndarray) -> None: ...
+    def predict_proba(self, texts: list[str]) -> np.ndarray: ...
+    def param_count(self) -> int: ...
+    def save(self, directory: Path) -> None: ...
+
+
+# peer name -> (module, class, the package a user installs for it)
+PEERS = {
+    "tfidf": ("distil.peers.tfidf", "TfidfPeer", "scikit-learn"),
+    "fasttext": ("distil.peers.fasttext_peer", "FastTextPeer", "fasttext-wheel"),
+    "model2vec": ("distil.peers.model2vec_peer", "Model2VecPeer", "model2vec[train]"),
+    "setfit": ("distil.peers.setfit_peer", "SetFitPeer", "setfit"),
+}
+
+
+TARGETS = ("labels", "teacher")  # student.targets: the labeled set alone, or + the teacher's argmax on transfer
+
+
+def is_peer(student_cfg) -> bool:
+    return student_cfg.kind == "peer"
+
+
+def make_peer(name: str, seed: int, teacher_source: str) -> Peer:
+    """The peer, seeded; model2vec and SetFit start from the teacher's pre-trained model."""
+    cls = peer_class(name)
+    return cls(seed=seed, source=teacher_source) if getattr(cls, "READS_TEACHER_MODEL", False) else cls(seed=seed)
+
+
+def peer_class(name: str) -> type:
+    if name not in PEERS:
+        raise DistilError(f"student.peer '{name}' is unknown; use one of: {', '.join(PEERS)}")
+    module, cls, package = PEERS[name]
+    try:
+        return getattr(importlib.import_module(module), cls)
+    except ImportError as error:
+        raise DistilError(f"student.peer={name} needs the package {package} ({error.name} is missing): run "
+                          f"`make install` (or `pip install -e '.[peers]'`)") from None
+
+
+def save_peer(peer: Peer, directory: Path, labels: list[str]) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    peer.save(directory)
+    (directory / PEER_FILE).write_text(json.dumps({"peer": peer.name, "labels": labels}))
+
+
+def load_peer(directory: Path) -> tuple[Peer, list[str]]:
+    record = json.loads((directory / PEER_FILE).read_text())
+    return peer_class(record["peer"]).load(directory), record["labels"]
