@@ -54,6 +54,13 @@ class Timed:
 
 
 def student_timed(directory: Path) -> Timed:
+    """A saved student; a peer (distil.peers) featurises inside its model, so its inputs are the texts."""
+    config = json.loads((directory / "config.json").read_text())
+    if config["student"]["kind"] == "peer":
+        from distil.peers import load_peer
+
+        peer, _ = load_peer(directory)
+        return Timed(lambda texts: (texts,), peer.predict_proba)
     student = SavedStudent(directory)
     return Timed(student.encode_batch, lambda *inputs: student.logits(inputs))
 
@@ -121,6 +128,9 @@ def with_ratios(results: dict[str, dict], teacher: str) -> dict[str, dict]:
 
 
 def disk_mb(directory: Path) -> float:
+    """A student's weights and vocabulary; a peer's whole directory (what it saved is what it needs)."""
+    if not (directory / DISK_FILES[0]).is_file():
+        return sum(p.stat().st_size for p in directory.rglob("*") if p.is_file()) / 1e6
     return sum((directory / name).stat().st_size for name in DISK_FILES) / 1e6
 
 

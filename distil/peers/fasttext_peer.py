@@ -36,10 +36,11 @@ class FastTextPeer:
             self.model = fasttext.train_supervised(input=str(train), thread=1, seed=self.seed, verbose=0, **SETTINGS)
 
     def predict_proba(self, texts) -> np.ndarray:
-        labels, probabilities = self.model.predict([one_line(t) for t in texts], k=-1)
+        # fastText's own predict() and multilinePredict() return wrong probabilities under NumPy 2 (every
+        # class gets the top one; predict() of one text raises): the per-line binding returns plain floats
         out = np.zeros((len(texts), self.num_labels))
-        for row, (names, values) in enumerate(zip(labels, probabilities, strict=True)):
-            for name, value in zip(names, values, strict=True):
+        for row, text in enumerate(texts):
+            for value, name in self.model.f.predict(one_line(text), -1, 0.0, "strict"):
                 out[row, int(name.removeprefix(LABEL))] = value
         return out
 

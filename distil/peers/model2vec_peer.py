@@ -33,6 +33,7 @@ def distilled_vectors(source: str, dims: int = PCA_DIMS, sif: float | None = SIF
     ids = list(range(len(tokens)))
     outputs = token_output_vectors(model, tokenizer, ids).double()
     kept = torch.tensor([not UNUSED_TOKEN.fullmatch(t) for t in tokens])
+    dims = min(dims, outputs.shape[1], int(kept.sum()))  # model2vec: no reduction beyond what the model has
     mean = outputs[kept].mean(dim=0)
     _, _, vt = torch.linalg.svd(outputs[kept] - mean, full_matrices=False)
     components = vt[:dims]
