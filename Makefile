@@ -66,6 +66,7 @@ tables:  ## every table preset at cpu scale (distil-table --list shows them); re
 
 frontier:  ## every student on one cached teacher: accuracy, size, speed, Pareto plot (SST-2, MRPC, WikiANN)
 	distil-table --all --set frontier --scale cpu
+	$(PYTHON) scripts/frontier_targets.py
 
 lint:  ## ruff
 	$(PYTHON) -m ruff check distil tests scripts

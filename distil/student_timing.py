@@ -147,7 +147,9 @@ def write_timings(cells: dict[str, Path], teacher_dir: Path, task: Task, max_len
     group = sorted(cells)
     for key, directory in cells.items():
         record = {**timings[key], "disk_mb": disk_mb(directory / "student"), "teacher": teacher,
-                  "texts": len(texts), "passes": passes, "threads": threads, "group": group}
+                  "texts": len(texts), "passes": passes, "threads": threads, "group": group,
+                  # per pass, so any two students of the group compare pass by pass (scripts/frontier_targets.py)
+                  "seconds": results[key]["per_pass"]}
         path = directory / TIMING_FILE
         tmp = path.with_name(path.name + ".tmp")
         tmp.write_text(json.dumps(record, indent=1))

@@ -93,3 +93,31 @@ def test_a_timed_table_times_its_students_against_the_teacher_once(tmp_path, mon
     assert rows[0] == ["", "accuracy", "speed-up"] and all(row[2].endswith("x") for row in rows[1:])
     code, out, _ = table(["frontier"], capsys)
     assert code == 0 and "timing frontier students of teacher" in out and "skipped (done)" in out
+
+
+def frontier_run(accuracy: float, single_ms: float, batch_seconds: list[float], single_seconds: list[float]):
+    return {"status": "ok", "student": {"test": {"accuracy": accuracy}},
+            "timing": {"single_ms": single_ms, "seconds": {"batch32_ex_per_s": batch_seconds,
+                                                           "single_ms": single_seconds}}}
+
+
+def test_issue_15_targets_read_pass_by_pass_ratios_and_the_frontier():
+    from distil.frontier_targets import BILSTM, MODEL2VEC, STATIC, targets
+
+    runs = {(STATIC, 1): frontier_run(0.80, 0.5, [0.1, 0.1], [0.2, 0.2]),
+            (STATIC, 2): frontier_run(0.79, 0.5, [0.1, 0.2], [0.2, 0.2]),
+            (BILSTM, 1): frontier_run(0.86, 3.0, [2.0, 4.0], [2.0, 2.0]),
+            (BILSTM, 2): frontier_run(0.84, 3.0, [2.0, 2.0], [4.0, 2.0]),
+            (MODEL2VEC, 1): frontier_run(0.85, 1.0, [0.1, 0.1], [0.1, 0.1])}
+    cells = [Cell(row=row, column=None, seed=seed, overrides=[], key=f"{row}{seed}", metrics=metrics)
+             for (row, seed), metrics in runs.items()]
+    accuracy, batch, single, model2vec, frontier = targets(cells)
+    assert accuracy.ours == pytest.approx(79.5) and accuracy.met is False  # below model2vec's 79.63
+    # batch: seed 1 passes 2.0/0.1, 4.0/0.1; seed 2 passes 2.0/0.1, 2.0/0.2 -> 20, 40, 20, 10
+    assert batch.ours == pytest.approx(20.0) and batch.spread == "10.0-40.0 over passes" and batch.met is True
+    assert single.ours == pytest.approx(10.0) and single.met is False  # 10, 10, 20, 10
+    assert model2vec.ours == pytest.approx(1.0) and model2vec.met is True  # seed 1 only: 0.1/0.1
+    # the model2vec peer (1.0 ms, 85%) beats the faster static (80%) and is faster than the better BiLSTM
+    assert frontier.met is False and frontier.spread == f"not matched: {MODEL2VEC}"
+    runs[(BILSTM, 1)]["timing"]["single_ms"] = runs[(BILSTM, 2)]["timing"]["single_ms"] = 0.9
+    assert targets(cells)[-1].met is True  # now a runner student is as fast and more accurate (85%)

