@@ -68,17 +68,21 @@ def cell_key(overrides: list[str], where: str = "cell") -> str:
     *rest, seed = overrides
     if not seed.startswith("seed="):
         raise ValueError(f"a cell's overrides end with seed=<s>: {overrides}")
-    config = copy.deepcopy(_result_config(tuple(rest), os.environ.get(CONFIG_DIR_ENV), where))
+    try:
+        config = copy.deepcopy(_result_config(tuple(rest), os.environ.get(CONFIG_DIR_ENV)))
+    except ComposeProblem as problem:
+        raise DistilError(f"{where}: {problem}; fix the preset") from problem.__cause__
     config["seed"] = int(seed.partition("=")[2])
     text = json.dumps({"key_version": KEY_VERSION, "config": config}, sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:KEY_LENGTH]
 
 
-@lru_cache(maxsize=1024)  # a cell named by several tables, or every seed of one, is composed once
-def _result_config(overrides: tuple[str, ...], config_dirs: str | None, where: str) -> dict:
+# a cell named by several tables, every seed of one, and every column that only picks a metric: composed once
+@lru_cache(maxsize=1024)
+def _result_config(overrides: tuple[str, ...], config_dirs: str | None) -> dict:
     """The composed config as plain data, interpolations unresolved (so `${paths.data_dir}` inside a
     dataset's file names does not make the key depend on where the data lives), without NOT_RESULT."""
-    cfg = compose_cell(overrides, config_dirs, where)
+    cfg = _compose(overrides, config_dirs)
     config = without_defaults(OmegaConf.to_container(cfg, resolve=False), cfg)
     for group, keys in NOT_RESULT.items():
         if keys is None:
@@ -89,17 +93,28 @@ def _result_config(overrides: tuple[str, ...], config_dirs: str | None, where: s
     return config
 
 
+class ComposeProblem(Exception):
+    """Why overrides do not compose, without saying whose they are (the caller knows)."""
+
+
 def compose_cell(overrides: Sequence[str], config_dirs: str | None, where: str) -> DictConfig:
     """The config `distil` composes from these overrides (without running anything)."""
+    try:
+        return _compose(overrides, config_dirs)
+    except ComposeProblem as problem:
+        raise DistilError(f"{where}: {problem}; fix the preset") from problem.__cause__
+
+
+def _compose(overrides: Sequence[str], config_dirs: str | None) -> DictConfig:
     args = with_config_dir_env(list(overrides), config_dirs)
     problem = check_overrides(args, CONF_DIR)
     if problem:
-        raise DistilError(f"{where}: {problem}; fix the preset")
+        raise ComposeProblem(problem)
     try:
         with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
             return compose(config_name="config", overrides=args)
     except (HydraException, OmegaConfBaseException) as error:
-        raise DistilError(f"{where}: {hydra_message(error)}; fix the preset") from error
+        raise ComposeProblem(hydra_message(error)) from error
 
 
 def without_defaults(plain: dict, node: DictConfig) -> dict:
