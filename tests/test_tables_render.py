@@ -222,7 +222,8 @@ def test_frontier_tables_fill_their_own_section_and_not_results(tmp_path):
     write_table(preset(), SEEDED, tables)
     write_table(preset(name="frontier-sst2"), SEEDED, tables)
     readme = tmp_path / "README.md"
-    readme.write_text(README.replace("text after", "## Frontier\n\n<!-- frontier:start -->\nold\n<!-- frontier:end -->"))
+    section = "## Frontier\n\n<!-- frontier:start -->\nold\n<!-- frontier:end -->"
+    readme.write_text(README.replace("text after", section))
     readme_results().main(["--readme", str(readme), "--tables", str(tables)])
     text = readme.read_text()
     results, frontier = text.split("<!-- results:end -->")[0], text.split("<!-- frontier:start -->")[1]

@@ -251,6 +251,7 @@ def table(args: list[str], capsys) -> tuple[int, str, str]:
     return code, out, err
 
 
+@pytest.mark.slow  # ~30 s; test_student_timing's timed table runs distil-table end to end in the default suite
 def test_distil_table_end_to_end(tmp_path, monkeypatch, capsys):
     """2 rows x 1 column x 2 seeds run once; a second invocation runs none; a failing cell of another
     table is recorded while the rest of that table finishes, and a cell both tables name runs once."""
