@@ -61,7 +61,7 @@ SCALE ?= cpu
 table-%:  ## one paper table, e.g. table-xtremedistil-3 -> outputs/tables/xtremedistil-table3.* (SCALE=paper)
 	distil-table --scale $(SCALE) $(shell echo '$*' | sed -E 's/-([^-]+)$$/-table\1/')
 
-tables:  ## every table preset at cpu scale (distil-table --list shows them); rerun to continue an interrupted one
+tables:  ## every paper table preset at cpu scale (distil-table --list shows them; frontier tables: make frontier); rerun to continue
 	distil-table --all --scale cpu
 
 frontier:  ## every student on one cached teacher: accuracy, size, speed, Pareto plot (SST-2, MRPC, WikiANN)
