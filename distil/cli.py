@@ -45,7 +45,7 @@ def _run(cfg: DictConfig) -> float | None:
     if (finished := skip_finished_cell(run_dir, overrides)) is not None:  # a re-run sweep's done cell
         return dev_score(finished)
     choices = {group: hydra_cfg.runtime.choices.get(group)
-               for group in ("teacher", "student", "schedule", "dataset", "transfer_size")}
+               for group in ("teacher", "student", "schedule", "dataset", "transfer_size", "augment")}
     # The user's name, not the borrowed option (`dataset=mrpc dataset.name=rte` is rte).
     choices["dataset"] = cfg.dataset.name
     choices["seed"] = cfg.seed

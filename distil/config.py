@@ -243,6 +243,9 @@ class DatasetConfig:
     # Classification and pairs: the class whose F1 is reported (`f1`), e.g. "1" for MRPC's
     # paraphrase and QQP's duplicate (Tang T1, Turc T3, Wu T1 report F1/accuracy).
     positive_label: str | None = None
+    # The texts' language (ISO 639-1; multilingual datasets list theirs in `languages`). augment=tang's
+    # POS-guided replacement tags with spaCy's English pipeline, so it refuses other languages.
+    language: str = "en"
 
 
 @dataclass
@@ -255,6 +258,33 @@ class TransferSizeConfig:
     source: str = "pool"
     multiple: float | None = at_least(0, default=None)  # times the labeled-set size
     count: int | None = at_least(0, default=None)  # absolute number; both None means the whole pool
+
+
+@dataclass
+class AugmentConfig:
+    """Transfer-set augmentation (Tang et al. 2019, "Data Augmentation Procedure"): synthetic
+    examples from a text source, added to the transfer set transfer_size draws, labeled by the
+    teacher like any transfer example. `method: none` (the default) adds nothing."""
+
+    name: str = "none"
+    description: str = ""
+    method: str = "none"  # none | tang
+    # what is augmented: "labeled" (the labeled set, Tang's setting), "transfer" (the transfer set
+    # transfer_size drew) or "file" (augment.file, else the dataset's unlabeled_file; one text per line)
+    source: str = "labeled"
+    file: str | None = None  # relative paths are read from paths.data_dir
+    p_mask: float = within(0, 1, default=0.1)  # a word becomes the teacher's mask token
+    p_pos: float = within(0, 1, default=0.1)  # a word becomes a word of its POS tag (0: no tagger needed)
+    p_ng: float = within(0, 1, default=0.25)  # the synthetic example becomes one of its n-grams
+    ngram_max: int = at_least(1, default=5)  # n ~ U{1..ngram_max}
+    # samples drawn per source example; None: 20 for single texts, 10 for pairs (Tang: 20 on SST-2,
+    # 10 on MNLI and QQP)
+    n_iter: int | None = at_least(1, default=None)
+    dedupe: str = "example"  # example | all: duplicates dropped within each example's samples, or globally
+    max_examples: int | None = at_least(1, default=None)  # keep a seeded random subset of this size
+    mask_token: str | None = None  # None: the teacher tokenizer's own ([MASK])
+    pos_attribute: str = "tag"  # spaCy's fine-grained `tag` (PTB: VBD, NNS) or coarse `pos` (VERB, NOUN)
+    tag_batch_size: int = at_least(1, default=256)  # nlp.pipe batch
 
 
 @dataclass
@@ -298,6 +328,7 @@ class Config:
     schedule: ScheduleConfig = MISSING
     dataset: DatasetConfig = MISSING
     transfer_size: TransferSizeConfig = MISSING
+    augment: AugmentConfig = field(default_factory=AugmentConfig)
     trainer: TrainerConfig = MISSING
     paths: PathsConfig = MISSING
     seed: int = at_least(0, default=1)

@@ -18,6 +18,7 @@ import transformers
 from omegaconf import OmegaConf
 from safetensors.torch import save_file
 
+from distil.augment.build import check_augment, make_augmenter
 from distil.checkpoint import schedule_checkpoint
 from distil.config import Config, StudentConfig, TeacherConfig, check_config
 from distil.data.prepared import PreparedSplit
@@ -108,6 +109,7 @@ def run(cfg: Config, run_dir: Path, choices: dict, overrides: list[str]) -> dict
     if cached_layer is not None:
         check_layer(cfg.teacher)
     check_student(cfg.student, task)
+    check_augment(cfg.augment, task, cfg.dataset)
     if with_hidden and not is_peer(cfg.student):
         check_projection_place(cfg.schedule.projection, FAMILIES[cfg.student.kind], task.inputs)
     training_batch_size(cfg)  # a batch size below 1 fails here, before any data is read
@@ -227,10 +229,12 @@ def cache_pairs_apart(task: Task, student: StudentConfig, layer: int | None) -> 
 
 
 def prepare_data(cfg: Config, task: Task) -> tuple[TaskData, dict[str, PreparedSplit]]:
-    """The run's splits, tokenised once with the teacher's tokenizer: fine-tuning, caching,
-    training and evaluation all read these."""
-    data = build_task_data(cfg.dataset, cfg.transfer_size, cfg.paths.data_dir, cfg.seed, cfg.hub_offline)
+    """The run's splits (the transfer set with its augmented examples, if augment is on), tokenised
+    once with the teacher's tokenizer: fine-tuning, caching, training and evaluation all read these."""
     tokenizer = load_tokenizer(cfg.teacher, cfg.hub_offline)
+    augment = make_augmenter(cfg.augment, task, cfg.dataset, cfg.paths.data_dir, ArtifactStore(cfg.paths.cache),
+                             cfg.seed, tokenizer.mask_token)
+    data = build_task_data(cfg.dataset, cfg.transfer_size, cfg.paths.data_dir, cfg.seed, cfg.hub_offline, augment)
     prepared = {name: task.prepare(name, tokenizer, ds, cfg.teacher.max_length, data.label_names)
                 for name, ds in data.splits.items()}
     return data, prepared

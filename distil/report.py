@@ -12,7 +12,7 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
-CHOICES = ("teacher", "student", "schedule", "dataset", "transfer_size", "seed")
+CHOICES = ("teacher", "student", "schedule", "dataset", "transfer_size", "augment", "seed")
 
 
 NO_METRICS = "failed: no metrics.json (crashed or still running)"

@@ -40,7 +40,7 @@ def test_distil_end_to_end(tmp_path):
     metrics = json.loads(metrics_files[0].read_text())
     assert metrics["status"] == "ok"
     assert metrics["choices"] == {"teacher": "tiny", "student": "bilstm", "schedule": "d1",
-                                  "dataset": "toy", "transfer_size": "all", "seed": 1}
+                                  "dataset": "toy", "transfer_size": "all", "augment": "none", "seed": 1}
     assert metrics["data"]["sizes"] == {"labeled": 24, "transfer": 36, "dev": 24, "test": 24}
     # deterministic on CPU: pinned, so any change to data, init, batching, losses or selection shows
     stage = metrics["student"]["stages"][0]

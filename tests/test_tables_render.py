@@ -214,7 +214,8 @@ def test_readme_results_replaces_only_between_the_markers_and_is_idempotent(tmp_
         "presets or re-run the tables).", (tables / "paper-table3.md").read_text().strip(),
         "![paper-table3](docs/figures/paper-table3.png)"])
     # the figure is copied beside the README (outputs/ is not in git), byte for byte
-    assert (tmp_path / "docs" / "figures" / "paper-table3.png").read_bytes() == (tables / "paper-table3.png").read_bytes()
+    copied = tmp_path / "docs" / "figures" / "paper-table3.png"
+    assert copied.read_bytes() == (tables / "paper-table3.png").read_bytes()
     script.main(["--readme", str(readme), "--tables", str(tables)])
     assert readme.read_text() == once
 

@@ -93,11 +93,15 @@ def load_unlabeled_file(cfg: DatasetConfig, data_dir: str) -> datasets.Dataset:
     file = resolve_data_path(cfg.path, data_dir) / cfg.unlabeled_file
     if not file.is_file():
         raise DistilError(f"dataset '{cfg.name}': unlabeled file {file} not found; check paths.data_dir")
+    ds = datasets.Dataset.from_dict({"text": read_text_lines(file)})
+    return ds.map(_strip_html) if cfg.strip_html else ds
+
+
+def read_text_lines(file: Path) -> list[str]:
+    """The non-blank lines of a .txt or .txt.gz file, stripped: one example each."""
     opener = gzip.open if file.suffix == ".gz" else open
     with opener(file, "rt", encoding="utf-8", errors="replace") as handle:
-        texts = [line.strip() for line in handle if line.strip()]
-    ds = datasets.Dataset.from_dict({"text": texts})
-    return ds.map(_strip_html) if cfg.strip_html else ds
+        return [line.strip() for line in handle if line.strip()]
 
 
 def _check_config(cfg: DatasetConfig) -> None:

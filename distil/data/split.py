@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import datasets
@@ -77,8 +78,11 @@ class TaskData:
 
 
 def build_task_data(
-    cfg: DatasetConfig, transfer: TransferSizeConfig, data_dir: str, seed: int, hub_offline: bool = True
+    cfg: DatasetConfig, transfer: TransferSizeConfig, data_dir: str, seed: int, hub_offline: bool = True,
+    augment: Callable[[datasets.Dataset, datasets.Dataset], datasets.Dataset] | None = None,
 ) -> TaskData:
+    """The four splits (and any extra test split); `augment(labeled, transfer)`, if given, returns
+    synthetic examples added to the transfer set (distil/augment), before evaluation overlap is dropped."""
     task = make_task(cfg)
     raw = load_raw_splits(cfg, data_dir, hub_offline)
     label_names = task.label_names(raw["train"], cfg.labels)
@@ -113,6 +117,8 @@ def build_task_data(
         raise DistilError(f"transfer_size '{transfer.name}': unknown source '{transfer.source}'; "
                           f"use pool or file")
     transfer_set = task.drop_labels(_draw_transfer(pool, transfer, len(labeled), run_rng))
+    if augment is not None:
+        transfer_set = datasets.concatenate_datasets([transfer_set, augment(labeled, transfer_set)])
     evaluation = {name: encoded[name] for name in ("dev", "test", *extra_tests)}
     transfer_set, overlap = eval_overlap(evaluation, labeled, transfer_set, cfg.split.drop_eval_overlap)
     splits = {"labeled": labeled, "transfer": transfer_set, **evaluation}

@@ -95,8 +95,10 @@ class Task:
         features[self.label_column] = datasets.Value("int64")
         return ds.map(lambda row: {self.label_column: index[row[self.label_column]]}, features=features)
 
+    missing_label = NO_LABEL  # what an unlabeled example (transfer set) holds in the label column
+
     def drop_labels(self, ds: datasets.Dataset) -> datasets.Dataset:
-        return ds.map(lambda _: {self.label_column: NO_LABEL})
+        return ds.map(lambda _: {self.label_column: self.missing_label})
 
     label_summary_title = "label"
     label_summary_heading = "examples per class"

@@ -48,8 +48,7 @@ class RegressionTask(Task):
     def encode_labels(self, ds: datasets.Dataset, names: list[str], where: str) -> datasets.Dataset:
         return ds  # already float64 scores (cast_source_labels)
 
-    def drop_labels(self, ds: datasets.Dataset) -> datasets.Dataset:
-        return ds.map(lambda _: {self.label_column: NO_SCORE})
+    missing_label = NO_SCORE
 
     label_summary_title = "score"
     label_summary_heading = "gold scores"

