@@ -106,8 +106,9 @@ def main(argv: list[str] | None = None) -> None:
         dirs, _ = config_dirs(with_config_dir_env([], os.environ.get(CONFIG_DIR_ENV)), CONF_DIR)
         print(USAGE.format(", ".join(group_options(dirs, "dataset"))), file=sys.stderr)
         sys.exit(0 if args and args[0] in ("-h", "--help") else 2)
+    dataset = args[0].removeprefix("dataset=")  # `distil-data sst2` and, as `distil` takes it, `dataset=sst2`
     try:
-        cfg, data = load_splits([f"dataset={args[0]}", *args[1:]])
+        cfg, data = load_splits([f"dataset={dataset}", *args[1:]])
     except DistilError as error:
         print(f"distil-data: error: {error}", file=sys.stderr)
         sys.exit(2)

@@ -63,3 +63,22 @@ def test_stage_paper_values_are_named_as_the_renderer_names_stage_steps(path):
     steps = "projection|bilstm|embeddings|classifier|encoder"
     for row in load(path)["paper_values"]:
         assert re.fullmatch(rf"S\d+( ({steps}))?", row), f"paper value for stage step {row!r}"
+
+
+def test_tang_table1_paper_values_are_the_slides_table_1():
+    """Each published row of Tang Table 1 as the slides print it: Acc, F1/Acc, Acc, Acc."""
+    slides = (CONF_DIR.parent.parent.parent / "shared" / "papers" / "tang-2019-distilling-bert-into-bilstm-slides.txt")
+    if not slides.is_file():
+        pytest.skip("the papers are beside the project in ../shared/papers")
+    printed = {"Teacher (BERT Large; MiniLM at cpu)": "1\tBERT _{LARGE} (Devlin et al., 2018)",
+               "Distilled BiLSTM_SOFT (labels + augmented)": "6\tDistilled BiLSTM _{SOFT}",
+               "BiLSTM (labels only)": "7\tBiLSTM (our implementation)"}
+    lines = slides.read_text().splitlines()
+    values = load(CONF_DIR / "table" / "tang-table1.yaml")["paper_values"]
+    for row, prefix in printed.items():
+        [line] = [line for line in lines if line.startswith(prefix)]
+        sst2, qqp, mnli_m, mnli_mm = line[len(prefix):].split()
+        f1, acc = qqp.split("/")
+        ours = values[row]
+        assert [ours["SST-2"], ours["QQP F1 (Quora pairs at cpu)"], ours["QQP Acc (Quora pairs at cpu)"],
+                ours["MNLI-m"], ours["MNLI-mm"]] == [float(v) for v in (sst2, f1, acc, mnli_m, mnli_mm)]

@@ -266,3 +266,16 @@ def test_a_one_column_table_reads_row_to_number_paper_values(tmp_path):
     write_table(p, [cell("", 1, metrics, column="TinyMBERT")], tmp_path)
     assert md_rows(tmp_path / "paper-table3.md")[1:] == [["de", "50.00", "89.00", "-39.00"],
                                                          ["en", "70.00", "83.00", "-13.00"]]
+
+
+def test_a_row_that_reads_the_teacher_shows_the_teachers_score_from_the_same_runs(tmp_path):
+    both = {"status": "ok", "student": {"test": {"accuracy": 0.80, "f1": 0.70}},
+            "teacher": {"test": {"accuracy": 0.90, "f1": 0.88}}}
+    columns = [Axis("acc"), Axis("F1", value="student.test.f1")]
+    rows = [Axis("BERT", reads="teacher"), Axis("BiLSTM")]
+    cells = [cell(row, 1, both, column) for row in ("BERT", "BiLSTM") for column in ("acc", "F1")]
+    write_table(preset(rows=rows, columns=columns), cells, tmp_path)
+    body = md_rows(tmp_path / "paper-table3.md")[1:]
+    assert [r[0] for r in body] == ["BERT", "BiLSTM"]
+    assert ["90.00", "88.00"] == [c for c in body[0][1:] if c not in ("–", "")][:2]
+    assert ["80.00", "70.00"] == [c for c in body[1][1:] if c not in ("–", "")][:2]

@@ -17,7 +17,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from distil.errors import DistilError
 from distil.overrides import CONFIG_DIR_ENV
-from distil.tables.preset import FORMATS, KINDS, ROWS_FROM, SCALES, SETS, Axis, TablePreset
+from distil.tables.preset import BENCHES, FORMATS, KINDS, READS, ROWS_FROM, SCALES, SETS, Axis, TablePreset
 
 PRESET_DIR = Path(__file__).resolve().parent.parent / "conf" / "table"
 AXES = ("rows", "columns")  # built here, not by OmegaConf: their overrides are a list or a per-scale map
@@ -87,6 +87,7 @@ def _axis(entry: Any, where: str) -> Axis:
                           f"add value: <metrics.json path>, format: <format>); fix the file")
     if entry.get("format") is not None:
         _check_choice(f"table preset {where}", "format", entry["format"], FORMATS)
+    _check_choice(f"table preset {where}", "reads", entry.get("reads", "student"), READS)
     overrides = entry.get("overrides") or []
     per_scale = overrides.values() if isinstance(overrides, dict) else [overrides]
     if isinstance(overrides, dict) and set(overrides) - set(SCALES):
@@ -95,7 +96,8 @@ def _axis(entry: Any, where: str) -> Axis:
     if not all(isinstance(values, list) and all(isinstance(v, str) for v in values) for values in per_scale):
         raise DistilError(f"table preset {where}: overrides must be a list of key=value strings, or "
                           f"{{cpu: [...], paper: [...]}}; fix the file")
-    return Axis(label=entry["label"], overrides=overrides, value=entry.get("value"), format=entry.get("format"))
+    return Axis(label=entry["label"], overrides=overrides, value=entry.get("value"), format=entry.get("format"),
+                reads=entry.get("reads", "student"))
 
 
 def check_preset(preset: TablePreset, source: Path | str) -> None:
@@ -105,6 +107,7 @@ def check_preset(preset: TablePreset, source: Path | str) -> None:
     _check_choice(where, "format", preset.format, FORMATS)
     _check_choice(where, "rows_from", preset.rows_from, ROWS_FROM)
     _check_choice(where, "set", preset.set, SETS)
+    _check_choice(where, "bench", preset.bench, tuple(BENCHES))
     for scale in preset.scales:
         _check_choice(where, "scale", scale, SCALES)
     if preset.name != Path(source).stem:
@@ -121,7 +124,7 @@ def _check_choice(where: str, field: str, value: Any, choices: tuple) -> None:
         raise DistilError(f"{where}: unknown {field} '{value}'; choose one of: {names}")
 
 
-AXIS_FIELDS = {"label", "overrides", "value", "format"}
+AXIS_FIELDS = {"label", "overrides", "value", "format", "reads"}
 
 
 def _check_sweep(preset: TablePreset, where: str) -> None:

@@ -10,7 +10,8 @@ published, so `distil-table` can run the missing cells and print ours beside the
     title: Distillation strategies over transfer-set sizes
     kind: sweep                        # sweep (runs) | data (dataset summaries) | bench (distil-bench rows)
     value: student.test.accuracy       # sweep: a dotted path into metrics.json; data: a summary field;
-                                       # bench: a column of outputs/tables/bench.csv
+                                       # bench: a column of outputs/tables/bench.csv (or of
+                                       # <bench>.csv with `bench: bench_tang`, see BENCHES)
     format: percent                    # percent (x100, 2 decimals) | number | ratio (x, 1 decimal) | count
     rows_from: null                    # null: the rows below; "stages" (each stage/step of the one run of a
                                        # column: XtremeDistil Table 4) or "languages" (per-language scores: Table 17)
@@ -29,6 +30,8 @@ published, so `distil-table` can run the missing cells and print ours beside the
       ...
     # a sweep's column can read its own metric from the same runs instead of adding overrides:
     #   - {label: params, value: student.params, format: count}
+    # and a row the teacher's score from a student row's runs (same overrides: no run of its own):
+    #   - {label: BERT (teacher), overrides: [schedule=d0], reads: teacher}
     plot: null                         # null | {x: columns, kind: line} | {x: <path>, y: <path>, kind: scatter}
                                        # scatter: paper_x: {row: the paper's x} plots the paper's points too
 
@@ -43,6 +46,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 KINDS = ("sweep", "data", "bench")
+READS = ("student", "teacher")
+# a bench table's csv (outputs/tables/<name>.csv) -> the console script that measures it
+BENCHES = {"bench": "distil-bench", "bench_tang": "distil-bench-tang"}
 FORMATS = ("percent", "number", "ratio", "count")
 ROWS_FROM = (None, "stages", "languages")
 SCALES = ("cpu", "paper")
@@ -66,6 +72,9 @@ class Axis:
     overrides: Any = field(default_factory=list)
     value: str | None = None
     format: str | None = None
+    # a sweep's row: `teacher` reads the teacher's score where the others read the student's
+    # (student.test.f1 -> teacher.test.f1), e.g. the paper's BERT row, from a student row's runs
+    reads: str = "student"
 
     def overrides_for(self, scale: str) -> list[str]:
         if isinstance(self.overrides, dict):
@@ -94,6 +103,8 @@ class TablePreset:
     # (distil.student_timing; read as timing.<field>, e.g. timing.single_ms, timing.speedup)
     timing: bool = False
     set: str = "papers"  # papers: a table of the five papers; frontier: the students side by side (make frontier)
+    # a bench table: which measurement it reads, outputs/tables/<bench>.csv, written by BENCHES[bench]
+    bench: str = "bench"
 
 
 @dataclass

@@ -33,7 +33,7 @@ from typing import Any
 import pandas as pd
 
 from distil.errors import DistilError
-from distil.tables.preset import Axis, Cell, TablePreset
+from distil.tables.preset import BENCHES, Axis, Cell, TablePreset
 
 NOT_RUN = "not run"
 ERROR_CHARS = 60
@@ -123,7 +123,7 @@ def table_samples(preset: TablePreset, cells: list[Cell], out_dir: Path, scale: 
     if preset.kind == "data":
         return data_samples(preset, scale)
     if preset.kind == "bench":
-        return bench_samples(preset, out_dir / "bench.csv")
+        return bench_samples(preset, out_dir / f"{preset.bench}.csv")
     return [sample for cell in cells for sample in cell_samples(preset, cell)]
 
 
@@ -148,7 +148,7 @@ def cell_samples(preset: TablePreset, cell: Cell) -> list[Sample]:
     if preset.rows_from == "languages":
         return language_samples(preset, cell)
     return [read_sample(column_format(preset, cell.column), cell.row, cell.column, cell.metrics,
-                        column_value(preset, cell.column))]
+                        cell_value(preset, cell.row, cell.column))]
 
 
 def column_axis(preset: TablePreset, column: str | None) -> Axis | None:
@@ -159,6 +159,15 @@ def column_value(preset: TablePreset, column: str | None) -> str:
     """What a sweep's column reads from each run: its own `value`, else the table's."""
     axis = column_axis(preset, column)
     return axis.value if axis is not None and axis.value else preset.value
+
+
+def cell_value(preset: TablePreset, row: str, column: str | None) -> str:
+    """The column's path, read from the teacher's scores for a row that `reads: teacher`."""
+    path = column_value(preset, column)
+    axis = next((a for a in preset.rows if a.label == row), None)
+    if axis is not None and axis.reads == "teacher":
+        return "teacher." + path.removeprefix("student.")
+    return path
 
 
 def column_format(preset: TablePreset, column: str | None) -> str:
@@ -259,14 +268,15 @@ def data_samples(preset: TablePreset, scale: str) -> list[Sample]:
 
 def bench_samples(preset: TablePreset, path: Path) -> list[Sample]:
     if not path.is_file():
-        raise DistilError(f"table {preset.name}: {path} does not exist: run `make bench` (distil-bench) first")
+        raise DistilError(f"table {preset.name}: {path} does not exist: run `make bench` "
+                          f"({BENCHES[preset.bench]}) first")
     bench = pd.read_csv(path)
     samples = []
     for row in preset.rows:
         model = named(row, "model")
         found = bench[bench["model"] == model]
         record = None if found.empty else found.iloc[0].to_dict()
-        samples += row_samples(preset, row.label, record, f"no model '{model}' in bench.csv", "bench.csv")
+        samples += row_samples(preset, row.label, record, f"no model '{model}' in {path.name}", path.name)
     return samples
 
 
@@ -401,7 +411,8 @@ def footer(preset: TablePreset, cells: list[Cell], grid: dict, scale: str) -> st
         failed = sum(1 for r in preset.rows if not any(e.values or e.texts for (row, _), e in grid.items()
                                                        if row == r.label))
         source = (f"Scale: {scale}; dataset summaries as `distil-data` computes them (no training)"
-                  if preset.kind == "data" else "Measured by `distil-bench` on this machine (bench.csv)")
+                  if preset.kind == "data" else
+                  f"Measured by `{BENCHES[preset.bench]}` on this machine ({preset.bench}.csv)")
         return f"{source}; rows: {len(preset.rows) - failed} done, {failed} failed."
     problems = [cell_problem(cell) for cell in cells]
     done = problems.count(None)

@@ -31,7 +31,7 @@ from distil.errors import DistilError
 from distil.interrupt import exit_on_interrupt
 from distil.tables.cells import cell_dir, cell_specs, collect, expand, label, read_result
 from distil.tables.load import load_preset, presets
-from distil.tables.preset import SCALES, SETS, Cell, TablePreset
+from distil.tables.preset import BENCHES, SCALES, SETS, Cell, TablePreset
 
 console = Console(highlight=False, soft_wrap=True)  # one line per cell, also in logs
 INTERRUPTED = "distil-table: interrupted; rerun the same command to continue (finished cells are not run again)"
@@ -121,15 +121,15 @@ def run_sweep(preset: TablePreset, cells: list[Cell], root: Path) -> list[str]:
     return failed
 
 
-def run_bench(root: Path) -> list[str]:
-    """A bench table reads outputs/tables/bench.csv: measure it once if it is not there."""
+def run_bench(root: Path, bench: str = "bench") -> list[str]:
+    """A bench table reads outputs/tables/<bench>.csv: measure it once if it is not there."""
     out = root / "tables"
-    if (out / "bench.csv").is_file():
-        show("bench: ", f"skipped (done: {out / 'bench.csv'})", "dim")
+    if (out / f"{bench}.csv").is_file():
+        show(f"{bench}: ", f"skipped (done: {out / f'{bench}.csv'})", "dim")
         return []
-    show("bench: ", "running distil-bench", "blue")
-    code = subprocess.run([console_script("distil-bench"), "--out", str(out)]).returncode
-    return [] if code == 0 else [f"distil-bench exited with code {code}"]
+    show(f"{bench}: ", f"running {BENCHES[bench]}", "blue")
+    code = subprocess.run([console_script(BENCHES[bench]), "--out", str(out)]).returncode
+    return [] if code == 0 else [f"{BENCHES[bench]} exited with code {code}"]
 
 
 def run_timing(preset: TablePreset, cells: list[Cell], root: Path) -> list[str]:
@@ -229,7 +229,7 @@ def run(args: argparse.Namespace) -> list[str]:
             console.print(f"{preset.name}: no {args.scale}-scale sweep (scales: {', '.join(preset.scales)}); "
                           f"skipped", markup=False)
             continue
-        failed += run_bench(root) if preset.kind == "bench" else []
+        failed += run_bench(root, preset.bench) if preset.kind == "bench" else []
         failed += run_sweep(preset, cells, root)
         failed += run_timing(preset, cells, root) if preset.timing else []
         render(preset, collect(cells, root), root)
