@@ -16,7 +16,7 @@ from distil.overrides import check_overrides, replace_files_map, with_config_dir
 from tests.conftest import compose_config
 from tests.test_cli import DISTIL, cache_files, distil_in_process
 
-PACKAGE_DATASETS = ("ag_news, bbc-news, conll2002, conll2003, dbpedia, elec, imdb, mnli, mrpc, qqp, sst2, "
+PACKAGE_DATASETS = ("ag_news, bbc-news, conll2002, conll2003, dbpedia, elec, imdb, mnli, mrpc, qqp, quora, sst2, "
                     "toy, toy-ner, toy-pair, toy-sts, wikiann, wnut16")
 GOOD = ["the cat sat on the mat", "she reads books every day", "we went home early", "they like green apples"]
 BAD = ["cat the mat on sat", "books she every reads day", "home we early went the", "apples like they green"]
