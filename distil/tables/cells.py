@@ -84,6 +84,9 @@ def _result_config(overrides: tuple[str, ...], config_dirs: str | None) -> dict:
     dataset's file names does not make the key depend on where the data lives), without NOT_RESULT."""
     cfg = _compose(overrides, config_dirs)
     config = without_defaults(OmegaConf.to_container(cfg, resolve=False), cfg)
+    # a group left empty is a group at its defaults (augment=none): as if the group did not exist, so a
+    # group added to the config later leaves every existing key as it was
+    config = {group: values for group, values in config.items() if values != {}}
     for group, keys in NOT_RESULT.items():
         if keys is None:
             config.pop(group, None)
