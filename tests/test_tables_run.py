@@ -313,3 +313,6 @@ def test_distil_table_end_to_end(tmp_path, monkeypatch, capsys):
                                     f"[debug=smoke teacher.name_or_path={missing} seed=1]",
                                     f"  {shared.key}  hard seed 1: done  [debug=smoke schedule=hard transfer_size=all "
                                     "seed=1]"]
+    minutes = (shared.metrics["seconds"] + d0.metrics["seconds"]) / 60
+    assert out.splitlines()[-1] == (f"  2 of 3 cells done, {minutes:.1f} minutes measured (their metrics.json "
+                                    "seconds, each cell's own teacher fine-tuning and caching included)")

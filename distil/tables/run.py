@@ -190,10 +190,17 @@ def list_presets() -> None:
 def dry_run(preset: TablePreset, cells: list[Cell], root: Path) -> None:
     runs = list({cell.key: cell for cell in cells}.values())
     console.print(f"{preset.name}: {len(runs)} cells ({preset.kind})", markup=False)
-    for cell in collect(runs, root):
+    collected = collect(runs, root)
+    for cell in collected:
         state = "done" if cell.error is None else cell.error
         console.print(f"  {cell.key}  {run_label(preset, cell)}: {state}  "
                       f"[{' '.join(cell.overrides)}]", markup=False)
+    if runs and preset.kind == "sweep":
+        done = [cell for cell in collected if cell.error is None]
+        minutes = sum(float(cell.metrics.get("seconds", 0)) for cell in done) / 60
+        # what the preset's "# cpu scale: ~N minutes" line should say, once every cell has run
+        console.print(f"  {len(done)} of {len(runs)} cells done, {minutes:.1f} minutes measured (their metrics.json "
+                      f"seconds, each cell's own teacher fine-tuning and caching included)", markup=False)
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
