@@ -222,3 +222,16 @@ def test_an_augmented_pair_run_end_to_end(tmp_path, monkeypatch, capsys):
     assert code == 0, err
     metrics = run_metrics(tmp_path / "outputs")
     assert metrics["status"] == "ok" and metrics["data"]["sizes"]["transfer"] > 0
+
+
+def test_a_cached_run_does_not_load_the_tagger(tmp_path, monkeypatch):
+    store = ArtifactStore(tmp_path / "cache")
+    sides = [["the movie was great .", "a dull , lifeless film ."]]
+    first = augmented_examples(AugmentConfig(method="tang"), TangSettings(), 20, sides, store, seed=1)["text"]
+
+    def no_tagger():
+        raise AssertionError("the tags are cached: spaCy must not be loaded")
+
+    monkeypatch.setattr(pos, "load_tagger", no_tagger)
+    assert augmented_examples(AugmentConfig(method="tang"), TangSettings(), 20, sides, store, seed=1)["text"] == first
+    assert augmented_examples(AugmentConfig(method="tang"), TangSettings(), 20, sides, store, seed=3)["text"] != first

@@ -159,12 +159,12 @@ TAG_SCHEMA = pa.schema([("words", pa.list_(pa.string())), ("tags", pa.list_(pa.s
 
 def pos_tags(cfg: AugmentConfig, sides: list[list[str]], store: ArtifactStore):
     """Every source text tagged once (both sides of a pair, one after the other), cached by content."""
-    nlp = pos.load_tagger()
-    spec = {"texts": texts_digest(sides), "pipeline": pos.pipeline_version(nlp), "attribute": cfg.pos_attribute,
+    spec = {"texts": texts_digest(sides), "pipeline": pos.pipeline_version(), "attribute": cfg.pos_attribute,
             "format": 1}
     texts = [text for side in sides for text in side]
 
     def build(out: Path) -> dict:
+        nlp = pos.load_tagger()  # only when tagging: a cached run never loads it
         with progress_bar() as progress, arrow_writer(out / TAGS_FILE, TAG_SCHEMA) as write:
             bar = progress.add_task("POS-tagging the augmentation source", total=len(texts), status="")
             rows = []
@@ -180,8 +180,7 @@ def pos_tags(cfg: AugmentConfig, sides: list[list[str]], store: ArtifactStore):
                        "spaces": [r.spaces for r in rows]})
         return {"texts": len(texts)}
 
-    artifact = store.get_or_build("pos-tags", "spacy", spec, build, describe={"texts": len(texts)})
-    return artifact
+    return store.get_or_build("pos-tags", "spacy", spec, build, describe={"texts": len(texts)})
 
 
 def tagged_sentences(path: Path, examples: int, sides: int) -> Iterator[tuple[Sentence, ...]]:

