@@ -259,6 +259,24 @@ def table(args: list[str], capsys) -> tuple[int, str, str]:
     return code, out, err
 
 
+def test_render_only_writes_the_table_of_the_cells_done_and_runs_nothing(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("DISTIL_OUTPUTS", raising=False)
+    monkeypatch.setenv("DISTIL_CONFIG_DIR", str(tmp_path / "conf"))
+    write_preset(tmp_path / "conf" / "table", "tiny", "scales: {cpu: {base: [debug=smoke], seeds: [1]}}\n"
+                 "rows: [{label: hard, overrides: [schedule=hard]}, {label: D1, overrides: [schedule=d1]}]\n")
+    hard, d1 = expand(load_preset("tiny"), "cpu")
+    done = tmp_path / "outputs" / "cells" / hard.key
+    done.mkdir(parents=True)
+    (done / "metrics.json").write_text('{"status": "ok", "seconds": 6, "student": {"test": {"accuracy": 0.75}}}')
+    code, out, err = table(["tiny", "--render-only"], capsys)
+    assert code == 0, err
+    assert not (tmp_path / "outputs" / "cells" / d1.key).exists()  # nothing ran
+    md = (tmp_path / "outputs" / "tables" / "tiny.md").read_text()
+    assert "| hard |   75.00 |\n| D1   | not run |" in md
+    assert md.endswith("cells: 1 done, 0 failed, 1 not run.\n")
+
+
 @pytest.mark.slow  # ~30 s; test_student_timing's timed table runs distil-table end to end in the default suite
 def test_distil_table_end_to_end(tmp_path, monkeypatch, capsys):
     """2 rows x 1 column x 2 seeds run once; a second invocation runs none; a failing cell of another

@@ -4,6 +4,7 @@
     distil-table --all               # every preset (`make tables`)
     distil-table NAME --dry-run      # the cells, their keys, and which are done; runs nothing
     distil-table --list              # the presets and their cell counts per scale
+    distil-table NAME --render-only  # write NAME's table from the cells done so far; run nothing
 
 Each cell runs as the real `distil` console script in a subprocess, one at a time, into
 `<outputs>/cells/<key>/` (outputs: $DISTIL_OUTPUTS or ./outputs, as for `distil`). A cell whose
@@ -158,14 +159,8 @@ def run_timing(preset: TablePreset, cells: list[Cell], root: Path) -> list[str]:
 
 
 def render(preset: TablePreset, cells: list[Cell], root: Path) -> None:
-    try:
-        from distil.tables.render import write_table
-    except ModuleNotFoundError as error:
-        if error.name != "distil.tables.render":
-            raise
-        console.print(f"distil-table: no table renderer yet (distil/tables/render.py); {preset.name}'s cells are "
-                      f"in {root / 'cells'}", markup=False)
-        return
+    from distil.tables.render import write_table  # pandas and matplotlib: only once a table is written
+
     write_table(preset, cells, root / "tables")
 
 
@@ -213,6 +208,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="which presets --all runs: papers (make tables) or frontier (make frontier)")
     parser.add_argument("--dry-run", action="store_true", help="print the cells and whether each is done; run none")
     parser.add_argument("--list", action="store_true", help="list the presets and their cell counts per scale")
+    parser.add_argument("--render-only", action="store_true",
+                        help="write the tables from the cells done so far (the rest show 'not run'); run nothing")
     args = parser.parse_args(argv)
     if not (args.names or args.all or args.list):
         parser.error("name a preset (distil-table --list shows them), or give --all")
@@ -231,6 +228,9 @@ def run(args: argparse.Namespace) -> list[str]:
     for preset, cells in plan:
         if args.dry_run:
             dry_run(preset, cells, root)
+            continue
+        if args.render_only:  # what has run so far; the rest shows "not run"
+            render(preset, collect(cells, root), root)
             continue
         if preset.kind == "sweep" and not cells:
             console.print(f"{preset.name}: no {args.scale}-scale sweep (scales: {', '.join(preset.scales)}); "
