@@ -214,8 +214,13 @@ def test_an_interrupted_table_is_one_line_and_restores_the_handler(monkeypatch, 
 
     handler = signal.getsignal(signal.SIGTERM)
     monkeypatch.setattr(run, "run", interrupted)
-    with pytest.raises(SystemExit) as ended:
-        run.main(["xtremedistil-table4"])
+    # a terminal's Ctrl-C: a test run started in the background (nohup, `&`) inherits SIGINT ignored
+    previous_sigint = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(SystemExit) as ended:
+            run.main(["xtremedistil-table4"])
+    finally:
+        signal.signal(signal.SIGINT, previous_sigint)
     assert ended.value.code == code
     assert capsys.readouterr().err.strip() == run.INTERRUPTED
     assert signal.getsignal(signal.SIGTERM) is handler
