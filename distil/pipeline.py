@@ -117,10 +117,10 @@ def run(cfg: Config, run_dir: Path, choices: dict, overrides: list[str]) -> dict
                          cfg.student.vectors_file, reads_words(cfg.student))
     started = time.perf_counter()
 
-    data, prepared = prepare_data(cfg, task)
-    log.info("data %s (%s): %s", data.name, task.name, data.summary())
     store = ArtifactStore(cfg.paths.cache)
     store.remove_stale_builds()  # what killed runs left and no build will resume
+    data, prepared = prepare_data(cfg, task, store)
+    log.info("data %s (%s): %s", data.name, task.name, data.summary())
     teacher = ensure_teacher(cfg.teacher, task, data, prepared, store, cfg.seed, cfg.hub_offline)
     model, tokenizer = load_finetuned(teacher.path, task)
     targets = ensure_targets(cfg.teacher, teacher, task, data, prepared, store, cached_layer,
@@ -228,12 +228,13 @@ def cache_pairs_apart(task: Task, student: StudentConfig, layer: int | None) -> 
     return layer is not None and task.inputs == "pair" and reads_pairs_apart(student)
 
 
-def prepare_data(cfg: Config, task: Task) -> tuple[TaskData, dict[str, PreparedSplit]]:
+def prepare_data(cfg: Config, task: Task,
+                 store: ArtifactStore | None = None) -> tuple[TaskData, dict[str, PreparedSplit]]:
     """The run's splits (the transfer set with its augmented examples, if augment is on), tokenised
     once with the teacher's tokenizer: fine-tuning, caching, training and evaluation all read these."""
     tokenizer = load_tokenizer(cfg.teacher, cfg.hub_offline)
-    augment = make_augmenter(cfg.augment, task, cfg.dataset, cfg.paths.data_dir, ArtifactStore(cfg.paths.cache),
-                             cfg.seed, tokenizer.mask_token)
+    augment = make_augmenter(cfg.augment, task, cfg.dataset, cfg.paths.data_dir,
+                             store or ArtifactStore(cfg.paths.cache), cfg.seed, tokenizer.mask_token)
     data = build_task_data(cfg.dataset, cfg.transfer_size, cfg.paths.data_dir, cfg.seed, cfg.hub_offline, augment)
     prepared = {name: task.prepare(name, tokenizer, ds, cfg.teacher.max_length, data.label_names)
                 for name, ds in data.splits.items()}

@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 import datasets
@@ -129,8 +129,9 @@ def texts_digest(sides: list[list[str]]) -> str:
 def augmented_examples(cfg: AugmentConfig, chosen: TangSettings, iterations: int, sides: list[list[str]],
                        store: ArtifactStore, seed: int) -> datasets.Dataset:
     """The synthetic examples (columns text[, text_pair]) of `sides` (one list of texts per side), cached."""
-    tags = pos_tags(cfg, sides, store) if cfg.p_pos > 0 else None
-    spec = {"texts": texts_digest(sides), "settings": chosen.__dict__, "n_iter": iterations, "dedupe": cfg.dedupe,
+    digest = texts_digest(sides)
+    tags = pos_tags(cfg, sides, digest, store) if cfg.p_pos > 0 else None
+    spec = {"texts": digest, "settings": chosen.__dict__, "n_iter": iterations, "dedupe": cfg.dedupe,
             "max_examples": cfg.max_examples, "tags": tags.key if tags else "whitespace", "seed": seed, "format": 1}
     describe = {"method": cfg.method, "source": cfg.source, "source_examples": len(sides[0])}
 
@@ -141,9 +142,11 @@ def augmented_examples(cfg: AugmentConfig, chosen: TangSettings, iterations: int
 
     def build(out: Path) -> dict:
         lexicon = PosLexicon(s for example in sentences() for s in example) if tags else None
-        written = write_examples(out / EXAMPLES_FILE, generate(sentences(), len(sides[0]), iterations, chosen,
-                                                              lexicon, np.random.default_rng(seed), cfg.dedupe),
-                                 len(sides))
+        examples = generate(sentences(), len(sides[0]), iterations, chosen, lexicon, np.random.default_rng(seed),
+                            cfg.dedupe)
+        schema = text_schema(len(sides))
+        written = write_batches(out / EXAMPLES_FILE, schema, examples,
+                                lambda rows: {name: [r[k] for r in rows] for k, name in enumerate(schema.names)})
         if cfg.max_examples is not None and written > cfg.max_examples:
             written = keep_subset(out / EXAMPLES_FILE, cfg.max_examples, np.random.default_rng([seed, SUBSET_SALT]))
         return {"examples": written}
@@ -157,27 +160,20 @@ TAG_SCHEMA = pa.schema([("words", pa.list_(pa.string())), ("tags", pa.list_(pa.s
                         ("spaces", pa.list_(pa.bool_()))])
 
 
-def pos_tags(cfg: AugmentConfig, sides: list[list[str]], store: ArtifactStore):
-    """Every source text tagged once (both sides of a pair, one after the other), cached by content."""
-    spec = {"texts": texts_digest(sides), "pipeline": pos.pipeline_version(), "attribute": cfg.pos_attribute,
-            "format": 1}
+def pos_tags(cfg: AugmentConfig, sides: list[list[str]], digest: str, store: ArtifactStore):
+    """Every source text tagged once (both sides of a pair, one after the other), cached by content
+    (`digest`: texts_digest(sides))."""
+    spec = {"texts": digest, "pipeline": pos.pipeline_version(), "attribute": cfg.pos_attribute, "format": 1}
     texts = [text for side in sides for text in side]
 
     def build(out: Path) -> dict:
         nlp = pos.load_tagger()  # only when tagging: a cached run never loads it
-        with progress_bar() as progress, arrow_writer(out / TAGS_FILE, TAG_SCHEMA) as write:
+        with progress_bar() as progress:
             bar = progress.add_task("POS-tagging the augmentation source", total=len(texts), status="")
-            rows = []
-            for sentence in pos.tag(texts, nlp, cfg.pos_attribute, cfg.tag_batch_size):
-                rows.append(sentence)
-                if len(rows) == BATCH_ROWS:
-                    write({"words": [r.words for r in rows], "tags": [r.tags for r in rows],
-                           "spaces": [r.spaces for r in rows]})
-                    progress.advance(bar, len(rows))
-                    rows = []
-            if rows:
-                write({"words": [r.words for r in rows], "tags": [r.tags for r in rows],
-                       "spaces": [r.spaces for r in rows]})
+            write_batches(out / TAGS_FILE, TAG_SCHEMA, pos.tag(texts, nlp, cfg.pos_attribute, cfg.tag_batch_size),
+                          lambda rows: {"words": [r.words for r in rows], "tags": [r.tags for r in rows],
+                                        "spaces": [r.spaces for r in rows]},
+                          written=lambda n: progress.advance(bar, n))
         return {"texts": len(texts)}
 
     return store.get_or_build("pos-tags", "spacy", spec, build, describe={"texts": len(texts)})
@@ -230,16 +226,21 @@ def text_schema(sides: int) -> pa.Schema:
     return pa.schema([(name, pa.string()) for name in TEXT_COLUMNS["pair" if sides == 2 else "text"]])
 
 
-def write_examples(path: Path, examples: Iterator[tuple[str, ...]], sides: int) -> int:
-    schema, written, rows = text_schema(sides), 0, []
+def write_batches(path: Path, schema: pa.Schema, rows: Iterable, columns: Callable[[list], dict],
+                  written: Callable[[int], None] | None = None) -> int:
+    """Stream `rows` into an Arrow file, BATCH_ROWS at a time (`columns(batch)` -> {column: values}); how
+    many were written. `written(n)` is told after each batch (a progress bar)."""
+    count, batch = 0, []
     with arrow_writer(path, schema) as write:
-        for example in examples:
-            rows.append(example)
-            if len(rows) == BATCH_ROWS:
-                write({name: [r[k] for r in rows] for k, name in enumerate(schema.names)})
-                written, rows = written + len(rows), []
-        write({name: [r[k] for r in rows] for k, name in enumerate(schema.names)})
-    return written + len(rows)
+        for row in rows:
+            batch.append(row)
+            if len(batch) == BATCH_ROWS:
+                write(columns(batch))
+                count, batch = count + len(batch), []
+                if written is not None:
+                    written(BATCH_ROWS)
+        write(columns(batch))  # the last, possibly empty, batch: an empty source still makes a readable file
+    return count + len(batch)
 
 
 def keep_subset(path: Path, size: int, rng: np.random.Generator) -> int:
