@@ -117,6 +117,18 @@ class ArtifactStore:
             return None
         return self._reuse(final)
 
+    def manifests(self, kind: str, name: str) -> Iterator[tuple[Path, dict[str, Any]]]:
+        """Every built artifact of `kind` named `name` with its manifest, unverified: a caller
+        checks the files it reads (`file_problem`)."""
+        pattern = re.compile(rf"{re.escape(name)}-[0-9a-f]{{16}}")
+        for manifest_path in sorted((self.root / kind).glob(f"{name}-*/{MANIFEST}")):
+            if not pattern.fullmatch(manifest_path.parent.name):
+                continue  # another name that starts like this one (minilm-l12 for minilm)
+            try:
+                yield manifest_path.parent, json.loads(manifest_path.read_text())
+            except (OSError, json.JSONDecodeError):
+                continue  # pruned meanwhile, or damaged: not a source
+
     def get_or_build(
         self,
         kind: str,

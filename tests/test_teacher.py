@@ -106,6 +106,44 @@ def test_changing_seed_or_max_length_makes_new_keys(smoke_cfg):
     assert teacher.key != key and not teacher.reused
 
 
+def test_a_new_transfer_set_runs_the_teacher_on_it_alone(smoke_cfg, monkeypatch):
+    """Two transfer sets, one teacher: the second artifact takes the labeled, dev and test shards
+    of the first (the same bytes, no teacher pass) and computes only its own transfer split; a
+    damaged donor shard is computed instead of copied."""
+    cfg = smoke_cfg("teacher.shard_size=10")
+    task, data, prepared, store, teacher, first = teacher_and_targets(cfg)
+    other = smoke_cfg("teacher.shard_size=10", "transfer_size=none")
+    _, data2, prepared2, _ = setup(other)
+    assert data2.fingerprint("transfer") != data.fingerprint("transfer")
+    victim = first.path / shard_name("test", 0)  # damaged in place: the donor check must refuse it
+    raw = bytearray(victim.read_bytes())
+    raw[-1] ^= 0xFF
+    victim.write_bytes(bytes(raw))
+    calls = []
+    import distil.teacher.cache as cache_module
+    original_shard = cache_module.compute_shard
+
+    def counting(model, task_, split, rows, *args, **kwargs):
+        calls.append((split.name, int(rows[0])))
+        return original_shard(model, task_, split, rows, *args, **kwargs)
+
+    monkeypatch.setattr(cache_module, "compute_shard", counting)
+    second = ensure_targets(other.teacher, teacher, task, data2, prepared2, store, None,
+                            lambda: load_finetuned(teacher.path, task))
+    assert second.key != first.key and not second.reused
+    computed = {name for name, _ in calls}
+    assert computed == {"test"} | ({"transfer"} if len(prepared2["transfer"]) else set())
+    for split in ("labeled", "dev"):
+        for shard in second.path.glob(f"{split}-*.safetensors"):
+            assert shard.read_bytes() == (first.path / shard.name).read_bytes()
+            assert os.path.samefile(shard, first.path / shard.name)  # a link, not a copy
+    # the recomputed test shard is the teacher's output, not the damaged bytes
+    model, tokenizer = load_finetuned(teacher.path, task)
+    expected, _ = run_teacher(model, task, prepared2["test"], np.arange(len(prepared2["test"])),
+                              tokenizer.pad_token_id, 64)
+    assert torch.allclose(open_targets(second)["test"].all_logits(), torch.stack(expected).half().float())
+
+
 @pytest.mark.parametrize("damage", ["flip", "truncate", "delete"])
 def test_damaged_shard_is_reported_and_only_it_is_rebuilt(smoke_cfg, caplog, damage):
     cfg = smoke_cfg("teacher.shard_size=10")

@@ -22,6 +22,11 @@ resumes at its first missing shard and ends byte-identical to an uninterrupted o
 A shard whose values are not finite (a diverged teacher, or one whose outputs overflow fp16)
 is refused: the run fails in one line and nothing is cached.
 Training reads rows back with positioned reads (`os.pread`), never the whole file.
+
+The manifest records each split's content fingerprint. A new artifact of the same teacher and
+settings takes the shards of every split an earlier one already holds (hard links, checked
+against that artifact's checksums): a sweep over transfer sets runs the teacher on each new
+transfer set, not again on the dev and test sets every cell shares.
 """
 
 from __future__ import annotations
@@ -29,9 +34,11 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 import struct
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -43,7 +50,7 @@ from distil.data.prepared import PreparedSplit
 from distil.data.split import TaskData
 from distil.errors import DistilError
 from distil.progress import progress_bar
-from distil.store import Artifact, ArtifactStore
+from distil.store import Artifact, ArtifactStore, file_problem
 from distil.tasks import Task
 from distil.teacher.finetune import lr_setting
 from distil.teacher.inference import teacher_batches
@@ -62,10 +69,11 @@ def ensure_targets(cfg: TeacherConfig, teacher: Artifact, task: Task, data: Task
     if apart and task.inputs != "pair":
         raise ValueError(f"only a pair can be cached apart, not a {task.name} task's {task.inputs}")
     apart = apart and layer is not None
+    data_key = data.fingerprint(*data.splits)  # hashing every row: once
 
     def spec(hidden_layer: int | None, hidden_apart: bool) -> dict:
         # `apart` is in the key: a joint and a per-sentence cache never stand in for each other
-        return {"teacher": teacher.key, "data": data.fingerprint(*data.splits), "max_length": cfg.max_length,
+        return {"teacher": teacher.key, "data": data_key, "max_length": cfg.max_length,
                 "layer": hidden_layer, "apart": hidden_apart, "dtype": "float16", "shard_size": cfg.shard_size,
                 "layout": LAYOUT_VERSION}
 
@@ -76,16 +84,18 @@ def ensure_targets(cfg: TeacherConfig, teacher: Artifact, task: Task, data: Task
             if superset is not None:
                 log.info("reusing cached teacher targets %s (logits only needed)", superset.path)
                 return superset
+
+    def build(out: Path) -> dict:
+        digests = {split: data.fingerprint(split) for split in prepared}
+        donors = find_donors(store, cfg.name, spec(layer, apart), digests)
+        return write_targets(out, task, prepared, layer, cfg.shard_size, cfg.eval_batch_size, load_teacher,
+                             apart, fix=f"lower {lr_setting(cfg.finetune)}", digests=digests, donors=donors)
+
     describe = {"teacher": cfg.name, "dataset": data.name, "task": task.name,
                 "layers": [] if layer is None else [layer], "examples": data.summary()}
     if apart:
         describe["hidden"] = "each sentence of a pair alone"
-    artifact = store.get_or_build(
-        "targets", cfg.name, spec(layer, apart),
-        lambda out: write_targets(out, task, prepared, layer, cfg.shard_size, cfg.eval_batch_size, load_teacher,
-                                  apart, fix=f"lower {lr_setting(cfg.finetune)}"),
-        describe=describe,
-    )
+    artifact = store.get_or_build("targets", cfg.name, spec(layer, apart), build, describe=describe)
     if artifact.reused:
         log.info("reusing cached teacher targets %s; not running the teacher again", artifact.path)
     else:
@@ -97,21 +107,75 @@ def shard_name(split: str, index: int) -> str:
     return f"{split}-{index:05d}.safetensors"
 
 
+@dataclass(frozen=True)
+class DonorSplit:
+    """A split's shards in another targets artifact of the same teacher and settings."""
+
+    directory: Path
+    shards: list[dict]       # that artifact's layout entry for the split
+    files: dict[str, dict]   # its manifest's size and SHA-256 per file
+
+    def give(self, index: int, target: Path) -> bool:
+        """Put shard `index` at `target` (a hard link, else a copy) if the donor's file is intact."""
+        name = self.shards[index]["file"]
+        if file_problem(self.directory, name, self.files.get(name, {})) is not None:
+            return False  # damaged or pruned meanwhile: the teacher computes this shard
+        try:
+            os.link(self.directory / name, target)
+        except FileExistsError:
+            return True
+        except OSError:  # no hard links here (another file system): a copy, renamed when complete
+            partial = target.with_suffix(".partial")
+            try:
+                shutil.copyfile(self.directory / name, partial)
+            except OSError:
+                return False
+            os.replace(partial, target)
+        return True
+
+
+def find_donors(store: ArtifactStore, name: str, spec: dict, digests: dict[str, str]) -> dict[str, DonorSplit]:
+    """For each split, a built artifact whose spec differs from `spec` only in its data and that
+    holds a split with the same content fingerprint: the teacher's outputs on it are the same bytes."""
+    settings = {key: value for key, value in spec.items() if key != "data"}
+    donors: dict[str, DonorSplit] = {}
+    for directory, manifest in store.manifests("targets", name):
+        other = manifest.get("spec", {})
+        if {key: value for key, value in other.items() if key != "data"} != settings:
+            continue
+        for split, entry in manifest.get("info", {}).get("splits", {}).items():
+            fingerprint = entry.get("fingerprint")
+            if split not in donors and fingerprint is not None and fingerprint == digests.get(split):
+                donors[split] = DonorSplit(directory, entry["shards"], manifest.get("files", {}))
+    return donors
+
+
 def write_targets(out: Path, task: Task, prepared: dict[str, PreparedSplit], layer: int | None,
                   shard_size: int, batch_size: int, load_teacher: Callable[[], tuple], apart: bool = False,
-                  fix: str = "lower the teacher's fine-tuning learning rate") -> dict:
+                  fix: str = "lower the teacher's fine-tuning learning rate", digests: dict[str, str] | None = None,
+                  donors: dict[str, DonorSplit] | None = None) -> dict:
     """Write every missing shard into `out` (shards already there are complete: kept); `fix` is
-    what the error for a non-finite shard tells the user to do."""
+    what the error for a non-finite shard tells the user to do. `digests` (split -> content
+    fingerprint) go into the layout; a split in `donors` with the same shard bounds takes the
+    donor's shards instead of running the teacher."""
+    digests, donors = digests or {}, donors or {}
     layout = {"per_token": task.per_token, "layer": layer, "apart": apart, "splits": {}}
     passes = 3 if apart else 1  # the joined pair for the logits, then each sentence alone
     teacher = None
     with progress_bar() as progress:
         for split, examples in prepared.items():  # the four splits and any extra test split
             bounds = [(start, min(start + shard_size, len(examples))) for start in range(0, len(examples), shard_size)]
-            layout["splits"][split] = {"examples": len(examples),
-                                       "shards": [{"file": shard_name(split, i), "start": s, "end": e}
-                                                  for i, (s, e) in enumerate(bounds)]}
+            shards = [{"file": shard_name(split, i), "start": s, "end": e} for i, (s, e) in enumerate(bounds)]
+            entry = {"examples": len(examples), "shards": shards}
+            if split in digests:
+                entry["fingerprint"] = digests[split]
+            layout["splits"][split] = entry
             missing = [i for i in range(len(bounds)) if not (out / shard_name(split, i)).is_file()]
+            donor = donors.get(split)
+            if donor is not None and missing and donor.shards == entry["shards"]:
+                missing = [i for i in missing if not donor.give(i, out / shard_name(split, i))]
+                log.info("teacher outputs on the %s split taken from %s (the same examples)",
+                         split, donor.directory.name)
             done = len(examples) - sum(bounds[i][1] - bounds[i][0] for i in missing)
             bar = progress.add_task(f"caching teacher outputs: {split}", total=passes * len(examples),
                                     completed=passes * done,
