@@ -28,6 +28,8 @@ import numpy as np
 import torch
 from omegaconf import OmegaConf
 
+from distil.config import without_defaults
+
 log = logging.getLogger(__name__)
 
 # The config groups whose values change what the student learns (trainer.checkpoint_every_seconds does not).
@@ -161,10 +163,12 @@ class StepCheckpoint:
 
 def training_key(cfg, *parts: Any) -> str:
     """A hash of everything that changes a student's training: the resolved config groups that
-    do, the seed, and `parts` (the language of a D0 student, the data it trains on)."""
+    do, the seed, and `parts` (the language of a D0 student, the data it trains on). Settings at
+    their schema default and descriptions are left out, as in a table cell's key: a setting added
+    later, or reworded prose, does not orphan an interrupted run's checkpoint."""
     groups = {}
     for group in TRAINING_GROUPS:
-        values = OmegaConf.to_container(cfg[group], resolve=True)
+        values = without_defaults(OmegaConf.to_container(cfg[group], resolve=True), cfg[group])
         for key in NOT_TRAINING.get(group, ()):
             values.pop(key, None)
         groups[group] = values

@@ -7,11 +7,13 @@ misspelt key is an error instead of a silently ignored setting.
 from __future__ import annotations
 
 import ast
+import dataclasses
 import operator
 from dataclasses import dataclass, field
+from functools import cache
 
 from hydra.core.config_store import ConfigStore
-from omegaconf import MISSING, OmegaConf
+from omegaconf import MISSING, DictConfig, ListConfig, OmegaConf
 
 from distil.errors import DistilError
 from distil.ranges import above, at_least, check_ranges, fraction, within
@@ -373,3 +375,33 @@ def register_configs() -> None:
     cs.store(name="base_config", node=Config)
     # e.g. logit_mse: "${distil.calc:'2 * (1 - ${schedule.weights.alpha})'}" (Tang's 1 - alpha)
     OmegaConf.register_new_resolver("distil.calc", arithmetic, replace=True)
+
+
+def without_defaults(plain: dict, node: DictConfig) -> dict:
+    """`plain` (node as data) without the settings that hold their schema default (the dataclasses above),
+    at every depth, stages included, and without descriptions (prose). A setting added to the schema
+    later, with a default that keeps the old behaviour, or a reworded description, then leaves every
+    existing key as it was: finished table cells (distil/tables/cells.py) stay found, and an
+    interrupted student's checkpoint (distil/checkpoint.py) is still resumed."""
+    schema = OmegaConf.get_type(node)
+    defaults = _schema_defaults(schema) if dataclasses.is_dataclass(schema) else {}
+    kept = {}
+    for key, value in plain.items():
+        if key == "description":
+            continue
+        child = node._get_node(key)
+        if isinstance(child, DictConfig) and isinstance(value, dict):
+            value = without_defaults(value, child)
+        elif isinstance(child, ListConfig) and isinstance(value, list):
+            value = [without_defaults(item, child._get_node(i))
+                     if isinstance(item, dict) and isinstance(child._get_node(i), DictConfig) else item
+                     for i, item in enumerate(value)]
+        elif key in defaults and value == defaults[key]:
+            continue
+        kept[key] = value
+    return kept
+
+
+@cache
+def _schema_defaults(schema: type) -> dict:
+    return OmegaConf.to_container(OmegaConf.structured(schema), resolve=False)

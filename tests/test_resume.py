@@ -236,6 +236,8 @@ def test_checkpoint_key_changes_with_what_changes_training(smoke_cfg):
     assert training_key(smoke_cfg(), "en") == base
     assert training_key(smoke_cfg("trainer.checkpoint_every_seconds=5"), "en") == base  # when to save: not what
     assert training_key(smoke_cfg("trainer.speed_examples=3"), "en") == base
+    # prose is not training: a reworded description keeps an interrupted run's checkpoint
+    assert training_key(smoke_cfg("student.description=reworded", "schedule.description=also"), "en") == base
     for changed in (training_key(smoke_cfg(), "de"), training_key(smoke_cfg("trainer.lr=0.5"), "en"),
                     training_key(smoke_cfg("seed=2"), "en"), training_key(smoke_cfg("schedule=d4.2"), "en"),
                     training_key(smoke_cfg("teacher.finetune.epochs=9"), "en")):

@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
+from distil.config import without_defaults
 from distil.errors import DistilError
 from distil.tables import run
-from distil.tables.cells import cell_key, cell_specs, collect, expand, without_defaults
+from distil.tables.cells import cell_key, cell_specs, collect, expand
 from distil.tables.load import PRESET_DIR, load_preset
 from distil.tables.preset import SCALES, Cell
 from distil.tables.render import check_renderable

@@ -10,20 +10,20 @@ so two tables that name the same run share it, and a finished one is never run a
 from __future__ import annotations
 
 import copy
-import dataclasses
 import hashlib
 import json
 import os
 from collections.abc import Sequence
-from functools import cache, lru_cache
+from functools import lru_cache
 from pathlib import Path
 
 from hydra import compose, initialize_config_dir
 from hydra.errors import HydraException
-from omegaconf import DictConfig, ListConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from distil.cli import CONF_DIR, hydra_message
+from distil.config import without_defaults
 from distil.errors import DistilError
 from distil.overrides import CONFIG_DIR_ENV, check_overrides, with_config_dir_env
 from distil.tables.preset import Axis, Cell, TablePreset
@@ -118,35 +118,6 @@ def _compose(overrides: Sequence[str], config_dirs: str | None) -> DictConfig:
             return compose(config_name="config", overrides=args)
     except (HydraException, OmegaConfBaseException) as error:
         raise ComposeProblem(hydra_message(error)) from error
-
-
-def without_defaults(plain: dict, node: DictConfig) -> dict:
-    """`plain` (node as data) without the settings that hold their schema default (distil/config.py),
-    at every depth, stages included, and without descriptions (prose). A setting added to the schema
-    later, with a default that keeps the old behaviour, or a reworded description, then leaves every
-    existing key as it was: finished cells stay found."""
-    schema = OmegaConf.get_type(node)
-    defaults = _schema_defaults(schema) if dataclasses.is_dataclass(schema) else {}
-    kept = {}
-    for key, value in plain.items():
-        if key == "description":
-            continue
-        child = node._get_node(key)
-        if isinstance(child, DictConfig) and isinstance(value, dict):
-            value = without_defaults(value, child)
-        elif isinstance(child, ListConfig) and isinstance(value, list):
-            value = [without_defaults(item, child._get_node(i))
-                     if isinstance(item, dict) and isinstance(child._get_node(i), DictConfig) else item
-                     for i, item in enumerate(value)]
-        elif key in defaults and value == defaults[key]:
-            continue
-        kept[key] = value
-    return kept
-
-
-@cache
-def _schema_defaults(schema: type) -> dict:
-    return OmegaConf.to_container(OmegaConf.structured(schema), resolve=False)
 
 
 def cell_dir(root: Path, key: str) -> Path:
