@@ -330,7 +330,7 @@ class StageTrainer:
             self.model, optimizer,
             self.batches,
             lambda rows: self.loss(self.pool, rows), self.dev_score,
-            epochs=epochs, patience=self.stage.patience or self.trainer.patience,
+            epochs=epochs, patience=self.stage.patience or self.trainer.patience, min_steps=self.trainer.min_steps,
             grad_clip=self.trainer.grad_clip, scheduler=scheduler, description=description,
             baseline=True, checkpoint=checkpoint.for_step(description) if checkpoint else None, rng=self.rng,
         )

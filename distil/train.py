@@ -51,6 +51,7 @@ def fit(
     *,
     epochs: int,
     patience: int,
+    min_steps: int = 0,
     grad_clip: float | None = None,
     scheduler: torch.optim.lr_scheduler.LRScheduler | None = None,
     description: str = "training",
@@ -58,7 +59,10 @@ def fit(
     checkpoint: CheckpointLike | None = None,
     rng: np.random.Generator | None = None,
 ) -> FitResult:
-    """Train for up to `epochs`, stop after `patience` epochs without a better dev score.
+    """Train for up to `epochs`, stop after `patience` epochs without a better dev score, but never
+    before `min_steps` optimiser steps: on a few hundred labels an epoch is a dozen steps, and a
+    model whose dev score first falls (a tagger learning to tag everything O, a classifier
+    predicting one class) would be stopped before it learned anything.
 
     `batches(epoch)` gives that epoch's batches, `loss_fn(batch)` the scalar loss,
     `evaluate()` the dev score (higher is better). With `baseline`, the model as it
@@ -76,9 +80,10 @@ def fit(
         log.info("resuming %s after epoch %d from %s", description, state["epoch"], checkpoint)
         best_dev, best_epoch, best_state = state["best_dev"], state["best_epoch"], state["best_state"]
         history, first_epoch, stopped = state["history"], state["epoch"] + 1, state["stopped"]
+        steps = state.get("steps", 0)
     else:
         best_dev, best_epoch, best_state = float("-inf"), 0, None
-        history, first_epoch, stopped = [], 1, False
+        history, first_epoch, stopped, steps = [], 1, False, 0
         if baseline:
             model.eval()
             best_dev = evaluate()
@@ -111,7 +116,7 @@ def fit(
                 optimizer.step()
                 if scheduler is not None:
                     scheduler.step()
-                running, seen = running + value, seen + 1
+                running, seen, steps = running + value, seen + 1, steps + 1
                 progress.update(task, advance=1, status=f"loss {running / seen:.4f}")
             if nonfinite:
                 break
@@ -123,7 +128,7 @@ def fit(
             if dev > best_dev:
                 best_dev, best_epoch = dev, epoch
                 best_state = _snapshot(model)
-            elif epoch - best_epoch >= patience:
+            elif epoch - best_epoch >= patience and steps >= min_steps:
                 log.info("%s: no dev improvement for %d epochs, stopping", description, patience)
                 stopped = True
             if checkpoint is not None and checkpoint.due():
@@ -132,7 +137,7 @@ def fit(
                     "scheduler": scheduler.state_dict() if scheduler is not None else None,
                     "torch_rng": torch.get_rng_state(), "numpy_rng": rng.bit_generator.state if rng else None,
                     "best_dev": best_dev, "best_epoch": best_epoch, "best_state": best_state,
-                    "history": history, "stopped": stopped})
+                    "history": history, "stopped": stopped, "steps": steps})
             if stopped:
                 break
     if best_state is not None:
