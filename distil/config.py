@@ -118,6 +118,11 @@ class StudentConfig:
     # "labels" (the labeled set alone) or "teacher" (+ the teacher's argmax on the transfer set)
     peer: str | None = None
     targets: str = "teacher"
+    # A pre-trained compact BERT to start from (kind transformer): a local directory, or a hub name
+    # such as google/bert_uncased_L-4_H-256_A-4 (Turc et al.'s 24 released models) when
+    # hub_offline=false. Its layers and width replace num_layers and hidden_size; its wordpiece
+    # vocabulary must be the teacher's (the student reads the teacher's wordpieces).
+    name_or_path: str | None = None
 
 
 @dataclass
@@ -169,6 +174,10 @@ class ScheduleConfig:
     # classifier reads gelu(W h + b): XtremeDistil Table 4, where unfreezing the projection moves F1)
     projection: str = "side"
     stages: list[StageConfig] = MISSING
+    # Where the student starts: "random" (its family's initialisation) or "pretrained" (a
+    # Transformer student pre-trained by masked LM as the pretrain group says: Turc et al.'s PF, PD
+    # and PDF), unless student.name_or_path gives a pre-trained compact checkpoint.
+    student_init: str = "random"
     # The schedule's paper training batch (e.g. XtremeDistil 512, Tang 50, Wu 1024). Beats
     # student.batch_size, loses to trainer.batch_size: see pipeline.training_batch_size.
     batch_size: int | None = at_least(1, default=None)
@@ -321,6 +330,37 @@ class TrainerConfig:
 
 
 @dataclass
+class PretrainConfig:
+    """Masked-LM pre-training of a compact Transformer student (Turc et al. 2019, §3 step 1 and
+    §5.1: BERT's MLM+, Devlin et al. 2018 §3.1 and Appendix A), used by the schedules that start from
+    a pre-trained student (schedule.student_init: pretrained: pf, pd, pdf). The defaults are the
+    cpu budget (pretrain/cpu.yaml); pretrain/paper.yaml holds BERT's own settings. The result is a
+    content-keyed artifact (outputs/cache/pretrained/), shared by every task and run."""
+
+    name: str = "cpu"
+    description: str = ""
+    # one text per line (.txt or .gz), relative to paths.data_dir; "transfer": the task's transfer set
+    corpus: str = "wikipedia-sentences/wiki_en_sentences_all.txt.gz"
+    max_sentences: int | None = at_least(1, default=100000)  # the corpus's first lines; null: all of it
+    # "mlm+nsp": BERT's masked LM and next-sentence prediction (Turc's MLM+; consecutive corpus lines
+    # are the "next" sentence); "mlm": the masked LM alone
+    objective: str = "mlm+nsp"
+    mask_prob: float = fraction(default=0.15, low_open=True)  # wordpieces chosen for prediction
+    mask_token_prob: float = fraction(default=0.8)  # of the chosen: replaced by [MASK]
+    random_token_prob: float = fraction(default=0.1)  # of the chosen: a random wordpiece; the rest kept
+    max_length: int = at_least(8, default=64)  # wordpieces per example ([CLS] a [SEP] b [SEP] for nsp)
+    steps: int = at_least(1, default=3000)
+    batch_size: int = at_least(1, default=64)
+    lr: float = above(0, default=5.0e-4)
+    warmup_fraction: float = fraction(default=0.01)  # BERT: 10,000 of 1,000,000 steps
+    weight_decay: float = at_least(0, default=0.01)
+    dropout: float = fraction(default=0.1)  # BERT's, in attention and hidden layers
+    checkpoint_every_seconds: float = at_least(0, default=60.0)  # a killed pre-training resumes from here
+    # fixed, so every run seed and task shares one pre-trained student (set pretrain.seed=${seed} to vary it)
+    seed: int = at_least(0, default=0)
+
+
+@dataclass
 class PathsConfig:
     outputs: str = "outputs"
     cache: str = "outputs/cache"
@@ -335,6 +375,7 @@ class Config:
     dataset: DatasetConfig = MISSING
     transfer_size: TransferSizeConfig = MISSING
     augment: AugmentConfig = field(default_factory=AugmentConfig)
+    pretrain: PretrainConfig = field(default_factory=PretrainConfig)
     trainer: TrainerConfig = MISSING
     paths: PathsConfig = MISSING
     seed: int = at_least(0, default=1)

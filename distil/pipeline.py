@@ -29,6 +29,7 @@ from distil.evaluate import student_logits
 from distil.flags import predicted_classes, run_warnings
 from distil.peers import is_peer
 from distil.peers.train import train_peer
+from distil.pretrain.mlm import ensure_pretrained, load_encoder
 from distil.schedule import StudentSplit, needs_teacher_hidden, run_schedule, validate_schedule
 from distil.speed import examples_per_second
 from distil.store import ArtifactStore
@@ -47,6 +48,14 @@ from distil.students import (
 )
 from distil.students.embeddings import TokenVectors, check_embedding_init, initial_embeddings, with_pad_and_unk
 from distil.students.heads import check_projection_place
+from distil.students.pretrained import (
+    PretrainedStart,
+    adopt_architecture,
+    check_student_init,
+    from_checkpoint,
+    vocab_digest,
+)
+from distil.students.transformer import TransformerStudent
 from distil.students.vocab import PAD, TrimmedVocab
 from distil.tasks import Task, make_task
 from distil.teacher import TargetView, ensure_targets, ensure_teacher, load_finetuned, load_tokenizer, open_targets
@@ -109,6 +118,8 @@ def run(cfg: Config, run_dir: Path, choices: dict, overrides: list[str]) -> dict
     if cached_layer is not None:
         check_layer(cfg.teacher)
     check_student(cfg.student, task)
+    if not is_peer(cfg.student):
+        check_student_init(cfg.schedule.student_init, cfg.student)
     check_augment(cfg.augment, task, cfg.dataset)
     if with_hidden and not is_peer(cfg.student):
         check_projection_place(cfg.schedule.projection, FAMILIES[cfg.student.kind], task.inputs)
@@ -130,14 +141,15 @@ def run(cfg: Config, run_dir: Path, choices: dict, overrides: list[str]) -> dict
     teacher_vocab = TeacherVocab(model.get_input_embeddings().weight.detach().float(),
                                  tokenizer.convert_ids_to_tokens(list(range(len(tokenizer)))),
                                  model.config.hidden_size, list(tokenizer.all_special_ids),
-                                 partial(token_output_vectors, model, tokenizer))
+                                 partial(token_output_vectors, model, tokenizer), tokenizer.sep_token_id)
 
     if is_peer(cfg.student):  # a tool a user would otherwise pick, on the same splits and teacher
         peer = train_peer(cfg, task, data, prepared, splits, run_dir / "student")
         student, speed, dev_classes = peer.student, {}, {None: peer.dev_classes}
     else:
+        start = student_start(cfg, data, tokenizer, store)
         student, speed, dev_classes = train_students(cfg, task, data, prepared, splits, teacher_vocab, model,
-                                                     tokenizer, run_dir)
+                                                     tokenizer, run_dir, start)
     metrics = {
         "status": "ok",
         "choices": choices,
@@ -178,7 +190,7 @@ def run(cfg: Config, run_dir: Path, choices: dict, overrides: list[str]) -> dict
 
 def train_students(cfg: Config, task: Task, data: TaskData, prepared: dict[str, PreparedSplit],
                    splits: dict[str, Split], teacher_vocab: TeacherVocab, teacher, tokenizer,
-                   run_dir: Path) -> tuple[dict, dict, dict]:
+                   run_dir: Path, start: PretrainedStart | None = None) -> tuple[dict, dict, dict]:
     """Train and save the student (XtremeDistil D0: one per language); (its metrics.json record, the
     teacher/student speed, dev classes predicted per model)."""
     if cfg.schedule.per_language and data.multilingual:
@@ -187,12 +199,12 @@ def train_students(cfg: Config, task: Task, data: TaskData, prepared: dict[str, 
         for lang in data.languages:
             log.info("student for language %s", lang)
             results[lang] = train_student(cfg, task, data, {n: s.language(lang) for n, s in splits.items()},
-                                          teacher_vocab, language=lang)
+                                          teacher_vocab, language=lang, start=start)
             save_student(results[lang], cfg, task, data, tokenizer, run_dir / f"student-{lang}")
         student = _merge_languages(results, task)
         first = next(iter(results.values()))
     else:
-        first = train_student(cfg, task, data, splits, teacher_vocab)
+        first = train_student(cfg, task, data, splits, teacher_vocab, start=start)
         save_student(first, cfg, task, data, tokenizer, run_dir / "student")
         student = {**first.scores, "stages": first.stages}
         results = {None: first}
@@ -267,6 +279,7 @@ class TeacherVocab:
     special_ids: list[int]  # [CLS], [SEP], ...: never replaced by [UNK] (student.unk_dropout)
     # teacher ids -> the teacher's output vector of each wordpiece alone (embedding_init=model2vec)
     token_vectors: TokenVectors | None = None
+    sep_id: int | None = None  # [SEP]: where a Transformer student's second segment starts
 
     @property
     def size(self) -> int:
@@ -298,6 +311,32 @@ def initialise_embeddings(model: torch.nn.Module, cfg: Config, vocab: TrimmedVoc
 DEFAULT_BATCH_SIZE = 32
 
 
+def student_start(cfg: Config, data: TaskData, tokenizer, store: ArtifactStore) -> PretrainedStart | None:
+    """The pre-trained encoder a Transformer student starts from, or None (its own random init):
+    student.name_or_path's checkpoint, else with schedule.student_init=pretrained the masked-LM
+    pre-training of the pretrain group (built once, content-keyed, shared by every task)."""
+    if cfg.student.name_or_path is not None:
+        start = from_checkpoint(cfg.student, tokenizer, cfg.hub_offline)
+        adopt_architecture(cfg.student, start)
+        return start
+    if cfg.schedule.student_init != "pretrained":
+        return None
+    transfer = data.splits["transfer"]
+    texts = [text for column in ("text", "text_pair") if column in transfer.column_names for text in transfer[column]]
+    identity = {"vocab": vocab_digest(tokenizer), "class": type(tokenizer).__name__,
+                "lower": getattr(tokenizer, "do_lower_case", None)}
+    artifact = ensure_pretrained(cfg.pretrain, cfg.student.num_layers, cfg.student.hidden_size, tokenizer, identity,
+                                 store, cfg.paths.data_dir, cfg.pretrain.seed, texts)
+    encoder, _ = load_encoder(artifact.path)
+    return PretrainedStart(encoder, cfg.student.num_layers, cfg.student.hidden_size, tokenizer.pad_token_id,
+                           tokenizer.unk_token_id, f"pretrained/{artifact.key}")
+
+
+def transformer_of(model: torch.nn.Module) -> TransformerStudent:
+    """The Transformer student inside `model` (it may be wrapped with a representation head)."""
+    return next(module for module in model.modules() if isinstance(module, TransformerStudent))
+
+
 def training_batch_size(cfg: Config) -> tuple[int, str]:
     """The student's training batch and the rule that chose it, first set wins:
     trainer.batch_size (only set on the command line or by a preset: an explicit choice),
@@ -315,7 +354,8 @@ def training_batch_size(cfg: Config) -> tuple[int, str]:
 
 
 def train_student(cfg: Config, task: Task, data: TaskData, splits: dict[str, Split],
-                  teacher_vocab: TeacherVocab, language: str | None = None) -> StudentResult:
+                  teacher_vocab: TeacherVocab, language: str | None = None,
+                  start: PretrainedStart | None = None) -> StudentResult:
     """Trim a vocabulary to the training tokens, build the student, run the schedule."""
     tokens = {name: student_tokens(cfg, task, split.prepared) for name, split in splits.items()}
     if reads_words(cfg.student):
@@ -338,10 +378,13 @@ def train_student(cfg: Config, task: Task, data: TaskData, splits: dict[str, Spl
         return task.score(logits, splits[name].prepared, data.label_names)
 
     torch.manual_seed(cfg.seed)
+    sep = None if teacher_vocab.sep_id is None or reads_words(cfg.student) else vocab.map([teacher_vocab.sep_id])[0]
     model = build_student(cfg.student, len(vocab), task.num_outputs(data.label_names), task,
                           teacher_vocab.hidden_size, representation_head=needs_teacher_hidden(cfg.schedule),
-                          projection=cfg.schedule.projection)
+                          projection=cfg.schedule.projection, sep_id=sep)
     initialise_embeddings(model, cfg, vocab, teacher_vocab)
+    if start is not None:  # a pre-trained encoder (Turc et al.): every weight, the word embeddings at our rows
+        start.apply(transformer_of(model).bert, vocab)
     # word students (the RNN baseline) read no special tokens
     add_unk_dropout(model, cfg.student.unk_dropout,
                     [] if reads_words(cfg.student) else vocab.map(teacher_vocab.special_ids))

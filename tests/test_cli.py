@@ -104,7 +104,7 @@ def distil_in_process(args, cwd, monkeypatch, capsys) -> tuple[int, str, str]:
 @pytest.mark.parametrize(
     "args,message",
     [
-        (["schedule=d9"], "unknown schedule 'd9'; choose one of: bilstm-soft, d0, d0-s, d1, d2"),
+        (["schedule=d9"], "unknown schedule 'd9'; choose one of: basic, bilstm-soft, d0, d0-s, d1"),
         (["teacher.lrr=1"], "unknown key 'teacher.lrr'"),
         # `+` adds to free-form maps (schedule.weights, dataset.files); a key the schema lacks is a typo
         (["+trainer.lrr=1"], "unknown key 'trainer.lrr': trainer has no 'lrr'; valid keys: optimizer, lr,"),
@@ -144,8 +144,9 @@ def test_report_without_metrics_fails_clearly(tmp_path, capsys):
 def test_help_lists_groups(tmp_path, monkeypatch, capsys):
     code, out, _ = distil_in_process(["--help"], tmp_path, monkeypatch, capsys)
     assert code == 0
-    assert "schedule: bilstm-soft, d0, d0-s, d1, d2" in out and "distil-report" in out
+    assert "schedule: basic, bilstm-soft, d0, d0-s, d1" in out and "distil-report" in out
     assert "experiment: smoke-pair, sst2-low" in out and "distil cache list | verify | prune" in out
+    assert "pretrain: cpu, paper" in out
 
 
 def test_a_failing_sweep_cell_does_not_stop_the_sweep(tmp_path, monkeypatch, capsys):

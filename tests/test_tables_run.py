@@ -191,7 +191,7 @@ def test_a_cell_that_cannot_compose_fails_before_anything_runs(tmp_path):
     with pytest.raises(DistilError) as error:
         expand(preset, "cpu")
     assert str(error.value).startswith("table preset typo, cell D9 seed 1: unknown schedule 'd9'; choose one of: "
-                                       "bilstm-soft, d0, d0-s, d1,")
+                                       "basic, bilstm-soft, d0, d0-s, d1,")
     assert str(error.value).endswith("; fix the preset")
 
 

@@ -120,6 +120,7 @@ def add_unk_dropout(model: torch.nn.Module, rate: float, keep_ids: list[int]) ->
 def build_student(
     cfg: StudentConfig, vocab_size: int, num_labels: int, task: Task,
     teacher_hidden_size: int | None = None, representation_head: bool = False, projection: str = "side",
+    sep_id: int | None = None,
 ) -> torch.nn.Module:
     """The student; with `representation_head`, wrapped with gelu(W z + b) to the teacher's size,
     beside the classifier or under it (`projection`: side | path, see heads.WithRepresentation)."""
@@ -131,6 +132,8 @@ def build_student(
     if needs_teacher_size and teacher_hidden_size is None:
         raise ValueError(f"student kind '{cfg.kind}' needs teacher_hidden_size")
     extra = {"teacher_hidden_size": teacher_hidden_size} if getattr(family, "NEEDS_TEACHER_SIZE", False) else {}
+    if getattr(family, "NEEDS_SEP_ID", False):
+        extra["sep_id"] = sep_id
     student = family.from_config(cfg, vocab_size, num_labels, task, **extra)
     if representation_head and not getattr(family, "HAS_REPRESENTATION", False):
         return WithRepresentation(student, teacher_hidden_size, projection)

@@ -1,0 +1,118 @@
+"""The pre-training corpus as wordpiece ids, and BERT's pre-training examples drawn from it."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from distil.data.ragged import Ragged
+from distil.errors import DistilError
+from distil.pretrain.masking import mask_tokens
+
+TOKENIZE_BATCH = 4096
+
+
+def read_lines(path: Path, limit: int | None) -> list[str]:
+    """The first `limit` non-empty lines of a .txt or .gz file, in order."""
+    if not path.is_file():
+        raise DistilError(f"pretrain.corpus: {path} does not exist; give a text file with one sentence per line "
+                          f"(relative paths are read from paths.data_dir), or pretrain.corpus=transfer")
+    opener = gzip.open if path.suffix == ".gz" else open
+    lines: list[str] = []
+    with opener(path, "rt", encoding="utf-8") as handle:
+        for line in handle:
+            text = line.strip()
+            if text:
+                lines.append(text)
+                if limit is not None and len(lines) >= limit:
+                    break
+    if not lines:
+        raise DistilError(f"pretrain.corpus: {path} has no text; give a file with one sentence per line")
+    return lines
+
+
+def lines_digest(lines: list[str]) -> str:
+    """What the corpus is, for the artifact key: its lines, in order."""
+    digest = hashlib.sha256()
+    for line in lines:
+        digest.update(line.encode())
+        digest.update(b"\n")
+    return digest.hexdigest()
+
+
+def tokenize(tokenizer, lines: list[str], max_length: int) -> Ragged:
+    """Each line's wordpiece ids, without special tokens, cut to `max_length`."""
+    ids: list[list[int]] = []
+    for start in range(0, len(lines), TOKENIZE_BATCH):
+        batch = lines[start:start + TOKENIZE_BATCH]
+        encoded = tokenizer(batch, add_special_tokens=False, truncation=True, max_length=max_length)["input_ids"]
+        ids.extend(encoded)
+    return Ragged.from_lists(ids)
+
+
+@dataclass
+class Batch:
+    input_ids: torch.Tensor       # [B, T] after masking
+    attention_mask: torch.Tensor  # [B, T]
+    token_type_ids: torch.Tensor  # [B, T]: 0 for [CLS] a [SEP], 1 for b [SEP]
+    labels: torch.Tensor          # [B, T]: the original wordpiece at chosen positions, -100 elsewhere
+    next_sentence_label: torch.Tensor | None  # [B]: 0 when b follows a in the corpus, 1 when random
+
+
+class ExampleSampler:
+    """BERT's pre-training examples (Devlin et al. 2018, Appendix A.1): [CLS] a [SEP] (b [SEP]),
+    with b the line after a half of the time and a random line otherwise (next-sentence
+    prediction), the pair cut to `max_length` by trimming the longer side, then masked."""
+
+    def __init__(self, sentences: Ragged, tokenizer, max_length: int, nsp: bool, mask_prob: float,
+                 mask_token_prob: float, random_token_prob: float):
+        self.sentences, self.max_length, self.nsp = sentences, max_length, nsp
+        self.cls, self.sep, self.pad = tokenizer.cls_token_id, tokenizer.sep_token_id, tokenizer.pad_token_id
+        self.mask_id, self.vocab_size = tokenizer.mask_token_id, len(tokenizer)
+        self.probs = (mask_prob, mask_token_prob, random_token_prob)
+
+    def pair(self, first: list[int], second: list[int] | None) -> tuple[list[int], list[int]]:
+        """(ids, token types) of one example, cut to max_length."""
+        room = self.max_length - (3 if second is not None else 2)
+        first, second = list(first), list(second) if second is not None else None
+        while len(first) + (len(second) if second is not None else 0) > room:
+            if second is not None and len(second) > len(first):
+                second.pop()
+            else:
+                first.pop()
+        ids = [self.cls, *first, self.sep]
+        types = [0] * len(ids)
+        if second is not None:
+            ids += [*second, self.sep]
+            types += [1] * (len(second) + 1)
+        return ids, types
+
+    def batch(self, size: int, rng: np.random.Generator, generator: torch.Generator) -> Batch:
+        count = len(self.sentences)
+        starts = rng.integers(0, count, size=size)
+        examples, is_random = [], []
+        for index in starts.tolist():
+            second = None
+            if self.nsp:
+                random_next = bool(rng.random() < 0.5) or index + 1 >= count
+                other = int(rng.integers(0, count)) if random_next else index + 1
+                second = self.sentences[other]
+                is_random.append(int(random_next))
+            examples.append(self.pair(self.sentences[index], second))
+        width = max(len(ids) for ids, _ in examples)
+        ids = torch.full((size, width), self.pad, dtype=torch.long)
+        types = torch.zeros((size, width), dtype=torch.long)
+        mask = torch.zeros((size, width), dtype=torch.long)
+        for row, (example, segment) in enumerate(examples):
+            ids[row, :len(example)] = torch.tensor(example)
+            types[row, :len(segment)] = torch.tensor(segment)
+            mask[row, :len(example)] = 1
+        maskable = (mask == 1) & (ids != self.cls) & (ids != self.sep)
+        corrupted, labels = mask_tokens(ids, maskable, self.mask_id, self.vocab_size, generator, *self.probs)
+        nsp = torch.tensor(is_random, dtype=torch.long) if self.nsp else None
+        return Batch(corrupted, mask, types, labels, nsp)

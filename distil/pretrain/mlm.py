@@ -1,0 +1,193 @@
+"""Pre-train a compact BERT by masked LM (+ next-sentence prediction) once, as a content-keyed artifact.
+
+Turc et al. 2019 §3 step 1: the student is pre-trained on unlabeled LM data (D_LM) before it is
+distilled (PD) or fine-tuned (PF). The artifact (outputs/cache/pretrained/<name>-<hash>/) holds the
+encoder's weights over the teacher tokenizer's full wordpiece vocabulary, keyed by the student's
+size, the tokenizer, the corpus's lines, every pre-training setting and the seed: every task and
+run with those reuses it. Training saves a checkpoint in the build directory every
+`checkpoint_every_seconds`; a killed pre-training resumes from it with the same batches.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+from omegaconf import OmegaConf
+from safetensors.torch import save_file
+from transformers import BertConfig, BertForMaskedLM, BertForPreTraining, get_linear_schedule_with_warmup
+
+from distil.config import PretrainConfig
+from distil.errors import DistilError
+from distil.pretrain.corpus import ExampleSampler, lines_digest, read_lines, tokenize
+from distil.progress import progress_bar
+from distil.store import Artifact, ArtifactStore
+
+log = logging.getLogger(__name__)
+
+OBJECTIVES = ("mlm+nsp", "mlm")
+CHECKPOINT = "pretrain-checkpoint.pt"
+WEIGHTS = "model.safetensors"
+LOG_EVERY = 100  # steps between the losses kept in the artifact's history
+LAYOUT_VERSION = 1
+
+
+def bert_config(layers: int, hidden: int, vocab_size: int, dropout: float, pad_id: int) -> BertConfig:
+    """Turc et al. §5: L layers of width H, H/64 attention heads, a 4H feed-forward layer."""
+    return BertConfig(vocab_size=vocab_size, hidden_size=hidden, num_hidden_layers=layers,
+                      num_attention_heads=max(1, hidden // 64), intermediate_size=4 * hidden,
+                      hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout,
+                      max_position_embeddings=512, pad_token_id=pad_id)
+
+
+def check_pretrain(cfg: PretrainConfig) -> None:
+    if cfg.objective not in OBJECTIVES:
+        raise DistilError(f"pretrain.objective '{cfg.objective}' is unknown; use one of: {', '.join(OBJECTIVES)}")
+    if cfg.mask_token_prob + cfg.random_token_prob > 1:
+        raise DistilError(f"pretrain.mask_token_prob + pretrain.random_token_prob = "
+                          f"{cfg.mask_token_prob + cfg.random_token_prob:g} is above 1; lower one of them")
+
+
+def corpus_lines(cfg: PretrainConfig, data_dir: str, transfer_texts: list[str] | None) -> list[str]:
+    """The corpus: a text file under paths.data_dir, or the task's transfer texts."""
+    if cfg.corpus == "transfer":
+        lines = [text.strip() for text in transfer_texts or [] if text and text.strip()]
+        if not lines:
+            raise DistilError("pretrain.corpus=transfer, but this run's transfer set is empty; choose a "
+                              "transfer_size above 0x or a text file (pretrain.corpus=<path under paths.data_dir>)")
+        return lines[: cfg.max_sentences] if cfg.max_sentences else lines
+    path = Path(cfg.corpus)
+    return read_lines(path if path.is_absolute() else Path(data_dir) / path, cfg.max_sentences)
+
+
+def pretrain_spec(cfg: PretrainConfig, layers: int, hidden: int, tokenizer_identity: dict, digest: str,
+                  seed: int) -> dict:
+    settings = {key: value for key, value in plain(cfg).items()
+                if key not in ("name", "description", "corpus", "max_sentences", "checkpoint_every_seconds")}
+    return {"layers": layers, "hidden": hidden, "tokenizer": tokenizer_identity, "corpus": digest,
+            "settings": settings, "seed": seed, "layout": LAYOUT_VERSION}
+
+
+def plain(cfg) -> dict:
+    return dataclasses.asdict(cfg) if dataclasses.is_dataclass(cfg) else OmegaConf.to_container(cfg, resolve=True)
+
+
+def ensure_pretrained(cfg: PretrainConfig, layers: int, hidden: int, tokenizer, tokenizer_identity: dict,
+                      store: ArtifactStore, data_dir: str, seed: int,
+                      transfer_texts: list[str] | None = None) -> Artifact:
+    """The pre-trained encoder for an L x H student: built once, then read by every run."""
+    check_pretrain(cfg)
+    lines = corpus_lines(cfg, data_dir, transfer_texts)
+    digest = lines_digest(lines)
+    describe = {"layers": layers, "hidden": hidden, "corpus": cfg.corpus, "sentences": len(lines),
+                "steps": cfg.steps, "objective": cfg.objective}
+    artifact = store.get_or_build(
+        "pretrained", f"bert-L{layers}-H{hidden}", pretrain_spec(cfg, layers, hidden, tokenizer_identity, digest, seed),
+        lambda out: pretrain(cfg, layers, hidden, tokenizer, lines, seed, out), describe=describe)
+    if artifact.reused:
+        log.info("reusing pre-trained student %s; not pre-training again", artifact.path)
+    else:
+        log.info("pre-trained student saved to %s", artifact.path)
+    return artifact
+
+
+def pretrain(cfg: PretrainConfig, layers: int, hidden: int, tokenizer, lines: list[str], seed: int,
+             out: Path) -> dict:
+    """Train `cfg.steps` steps into `out` (resuming its checkpoint if one is there); the artifact's info."""
+    nsp = cfg.objective == "mlm+nsp"
+    sentences = tokenize(tokenizer, lines, cfg.max_length)
+    sampler = ExampleSampler(sentences, tokenizer, cfg.max_length, nsp, cfg.mask_prob, cfg.mask_token_prob,
+                             cfg.random_token_prob)
+    torch.manual_seed(seed)
+    config = bert_config(layers, hidden, len(tokenizer), cfg.dropout, tokenizer.pad_token_id)
+    model = (BertForPreTraining if nsp else BertForMaskedLM)(config)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    scheduler = get_linear_schedule_with_warmup(optimizer, int(cfg.warmup_fraction * cfg.steps), cfg.steps)
+    rng, generator = np.random.default_rng(seed), torch.Generator().manual_seed(seed)
+    step, history, seconds = 0, [], 0.0
+    checkpoint = out / CHECKPOINT
+    if checkpoint.is_file():
+        state = torch.load(checkpoint, weights_only=False)
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        scheduler.load_state_dict(state["scheduler"])
+        rng.bit_generator.state = state["numpy_rng"]
+        generator.set_state(state["torch_rng"])
+        torch.set_rng_state(state["dropout_rng"])  # dropout draws from torch's global generator
+        step, history, seconds = state["step"], state["history"], state["seconds"]
+        log.info("resuming pre-training at step %d of %d from %s", step, cfg.steps, checkpoint)
+    model.train()
+    started, saved = time.perf_counter() - seconds, time.perf_counter()
+    running = {"mlm": 0.0, "nsp": 0.0, "n": 0}
+    with progress_bar() as progress:
+        bar = progress.add_task(f"pre-training L{layers}/H{hidden} (masked LM)", total=cfg.steps, completed=step,
+                                status="")
+        while step < cfg.steps:
+            batch = sampler.batch(cfg.batch_size, rng, generator)
+            mlm_loss, nsp_loss = losses(model, batch, nsp)
+            loss = mlm_loss + (nsp_loss if nsp_loss is not None else 0.0)
+            if not torch.isfinite(loss):
+                raise DistilError(f"pre-training diverged at step {step + 1} (loss {loss.item()}); "
+                                  f"lower pretrain.lr (now {cfg.lr:g})")
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)  # BERT's
+            optimizer.step()
+            scheduler.step()
+            step += 1
+            running["mlm"] += mlm_loss.item()
+            running["nsp"] += nsp_loss.item() if nsp_loss is not None else 0.0
+            running["n"] += 1
+            progress.update(bar, advance=1, status=f"mlm loss {running['mlm'] / running['n']:.3f}")
+            if step % LOG_EVERY == 0 or step == cfg.steps:
+                entry = {"step": step, "mlm_loss": running["mlm"] / running["n"]}
+                if nsp:
+                    entry["nsp_loss"] = running["nsp"] / running["n"]
+                history.append(entry)
+                log.info("pre-training step %d/%d: %s", step, cfg.steps,
+                         ", ".join(f"{k} {v:.4f}" for k, v in entry.items() if k != "step"))
+                running = {"mlm": 0.0, "nsp": 0.0, "n": 0}
+            if step < cfg.steps and time.perf_counter() - saved >= cfg.checkpoint_every_seconds:
+                save_checkpoint(checkpoint, model, optimizer, scheduler, rng, generator, step, history,
+                                time.perf_counter() - started)
+                saved = time.perf_counter()
+    encoder = {name.removeprefix("bert."): tensor.contiguous() for name, tensor in model.state_dict().items()
+               if name.startswith("bert.") and not name.startswith("bert.pooler.")}
+    save_file(encoder, out / WEIGHTS)
+    (out / "config.json").write_text(json.dumps(config.to_dict(), indent=2))
+    checkpoint.unlink(missing_ok=True)  # complete: nothing to resume
+    return {"steps": step, "history": history, "sentences": len(sentences),
+            "wordpieces": int(sentences.lengths().sum()), "seconds": round(time.perf_counter() - started, 1),
+            "final_mlm_loss": history[-1]["mlm_loss"] if history else None}
+
+
+def losses(model, batch, nsp: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """The masked-LM cross-entropy over the chosen positions and, with nsp, the next-sentence one."""
+    out = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask, token_type_ids=batch.token_type_ids)
+    logits = out.prediction_logits if nsp else out.logits
+    mlm = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), batch.labels.reshape(-1))
+    if not nsp:
+        return mlm, None
+    return mlm, torch.nn.functional.cross_entropy(out.seq_relationship_logits, batch.next_sentence_label)
+
+
+def save_checkpoint(path: Path, model, optimizer, scheduler, rng, generator, step, history, seconds) -> None:
+    partial = path.with_suffix(".partial")
+    torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
+                "numpy_rng": rng.bit_generator.state, "torch_rng": generator.get_state(),
+                "dropout_rng": torch.get_rng_state(), "step": step,
+                "history": history, "seconds": seconds}, partial)
+    os.replace(partial, path)
+
+
+def load_encoder(artifact_path: Path) -> tuple[dict[str, torch.Tensor], dict]:
+    """(the encoder's weights by BertModel name, its BertConfig as a dict)."""
+    from safetensors.torch import load_file
+
+    return load_file(artifact_path / WEIGHTS), json.loads((artifact_path / "config.json").read_text())

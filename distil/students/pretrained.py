@@ -1,0 +1,114 @@
+"""Where a Transformer student starts when it is not random: a pre-trained compact BERT.
+
+Two sources (Turc et al. 2019): the masked-LM pre-training of distil/pretrain (schedules pf, pd,
+pdf: schedule.student_init=pretrained), or a released compact checkpoint (student.name_or_path, e.g.
+google/bert_uncased_L-4_H-256_A-4, or a local directory). Either is an encoder over the teacher
+tokenizer's full wordpiece vocabulary; the student keeps the rows of its trimmed vocabulary.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from omegaconf import open_dict
+
+from distil.errors import DistilError
+from distil.students.vocab import PAD, UNK, TrimmedVocab
+
+log = logging.getLogger(__name__)
+
+INIT = ("random", "pretrained")
+WORD_EMBEDDINGS = "embeddings.word_embeddings.weight"
+
+
+@dataclass
+class PretrainedStart:
+    """A pre-trained encoder: BertModel weights by name over the full vocabulary, and where they came from."""
+
+    encoder: dict[str, torch.Tensor]
+    layers: int
+    hidden: int
+    pad_id: int
+    unk_id: int
+    source: str
+
+    def rows(self, vocab: TrimmedVocab) -> list[int]:
+        """The full-vocabulary row of each student token: [PAD], [UNK], then the trimmed vocabulary."""
+        rows = [0] * len(vocab)
+        rows[PAD], rows[UNK] = self.pad_id, self.unk_id
+        rows[2:] = vocab.teacher_ids
+        return rows
+
+    def apply(self, bert: torch.nn.Module, vocab: TrimmedVocab) -> None:
+        """Load every weight into the student's BertModel, the word embeddings at the student's rows."""
+        state = dict(self.encoder)
+        state[WORD_EMBEDDINGS] = self.encoder[WORD_EMBEDDINGS][torch.as_tensor(self.rows(vocab))]
+        missing, unexpected = bert.load_state_dict(state, strict=False)
+        missing = [name for name in missing if not name.endswith("position_ids")]
+        if missing or unexpected:
+            raise DistilError(f"the pre-trained student from {self.source} does not fit a BERT encoder of "
+                              f"{self.layers} layers x {self.hidden} (missing {missing[:3]}, unexpected "
+                              f"{unexpected[:3]}); use a BERT-style checkpoint")
+
+
+def vocab_digest(tokenizer) -> str:
+    """The tokenizer's wordpiece -> id table, for keys and for comparing vocabularies."""
+    return hashlib.sha256(json.dumps(sorted(tokenizer.get_vocab().items())).encode()).hexdigest()
+
+
+def check_student_init(schedule_init: str, student_cfg) -> None:
+    if schedule_init not in INIT:
+        raise DistilError(f"schedule.student_init '{schedule_init}' is unknown; use {' or '.join(INIT)}")
+    starts_pretrained = schedule_init == "pretrained" or student_cfg.name_or_path is not None
+    if starts_pretrained and student_cfg.kind != "transformer":
+        what = ("student.name_or_path" if student_cfg.name_or_path is not None
+                else "schedule.student_init=pretrained")
+        raise DistilError(f"{what} starts a Transformer student from a pre-trained BERT, and student "
+                          f"'{student_cfg.name}' is a {student_cfg.kind}; choose student=transformer-tiny, "
+                          f"transformer-mini (or any transformer-*), or a schedule without pre-training")
+
+
+def from_checkpoint(student_cfg, teacher_tokenizer, hub_offline: bool) -> PretrainedStart:
+    """A released compact BERT (student.name_or_path): a local directory or a hub name. It must read
+    the teacher's wordpieces, since the student is trained on the teacher's tokenisation."""
+    from transformers import AutoTokenizer, BertModel
+
+    source = student_cfg.name_or_path
+    local_only = hub_offline and not Path(source).is_dir()
+    try:
+        model = BertModel.from_pretrained(source, local_files_only=local_only, add_pooling_layer=False)
+        tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=local_only)
+    except OSError as error:
+        if local_only:
+            raise DistilError(
+                f"student.name_or_path={source} is not available offline: download it where a hub is "
+                f"reachable (e.g. `huggingface-cli download {source} --local-dir <dir>`) and set "
+                f"student.name_or_path=<dir>, or set hub_offline=false") from error
+        raise DistilError(f"student.name_or_path={source}: cannot load a BERT checkpoint ({error})") from error
+    if vocab_digest(tokenizer) != vocab_digest(teacher_tokenizer):
+        raise DistilError(f"student.name_or_path={source} has its own wordpiece vocabulary ({len(tokenizer)} "
+                          f"entries), not the teacher's ({len(teacher_tokenizer)}): the student reads the "
+                          f"teacher's wordpieces; choose a checkpoint with the teacher's vocabulary (Turc et "
+                          f"al.'s uncased compact BERTs share bert-base-uncased's, as MiniLM does)")
+    config = model.config
+    if config.intermediate_size != 4 * config.hidden_size:
+        raise DistilError(f"student.name_or_path={source}: a {config.intermediate_size}-wide feed-forward layer is "
+                          f"not the 4H of Turc et al.'s students (H={config.hidden_size}); use one of their "
+                          f"compact BERTs")
+    return PretrainedStart({k: v.detach().clone() for k, v in model.state_dict().items()},
+                           config.num_hidden_layers, config.hidden_size, teacher_tokenizer.pad_token_id,
+                           teacher_tokenizer.unk_token_id, source)
+
+
+def adopt_architecture(student_cfg, start: PretrainedStart) -> None:
+    """The checkpoint sets the student's depth and width (student.num_layers and hidden_size)."""
+    if (student_cfg.num_layers, student_cfg.hidden_size) != (start.layers, start.hidden):
+        log.info("student %s: %d layers x %d from %s (not the config's %d x %d)", student_cfg.name, start.layers,
+                 start.hidden, start.source, student_cfg.num_layers, student_cfg.hidden_size)
+    with open_dict(student_cfg):
+        student_cfg.num_layers, student_cfg.hidden_size = start.layers, start.hidden
