@@ -26,6 +26,7 @@ from transformers import BertConfig, BertForMaskedLM, BertForPreTraining, get_li
 from distil.config import PretrainConfig
 from distil.errors import DistilError
 from distil.pretrain.corpus import ExampleSampler, lines_digest, read_lines, tokenize
+from distil.pretrain.masking import IGNORE
 from distil.progress import progress_bar
 from distil.store import Artifact, ArtifactStore
 
@@ -168,13 +169,20 @@ def pretrain(cfg: PretrainConfig, layers: int, hidden: int, tokenizer, lines: li
 
 
 def losses(model, batch, nsp: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """The masked-LM cross-entropy over the chosen positions and, with nsp, the next-sentence one."""
-    out = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask, token_type_ids=batch.token_type_ids)
-    logits = out.prediction_logits if nsp else out.logits
-    mlm = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), batch.labels.reshape(-1))
+    """The masked-LM cross-entropy over the chosen positions and, with nsp, the next-sentence one.
+    The vocabulary head runs on the chosen positions alone (15% of them): over all of them it would
+    cost a [batch x length x 30k] tensor a step, more than the encoder on a CPU."""
+    out = model.bert(input_ids=batch.input_ids, attention_mask=batch.attention_mask,
+                     token_type_ids=batch.token_type_ids)
+    chosen = batch.labels != IGNORE
+    logits = model.cls.predictions(out.last_hidden_state[chosen])
+    # a batch of a few short lines can draw no position at all: nothing to predict, a zero loss
+    mlm = (torch.nn.functional.cross_entropy(logits, batch.labels[chosen]) if chosen.any()
+           else out.last_hidden_state.sum() * 0.0)
     if not nsp:
         return mlm, None
-    return mlm, torch.nn.functional.cross_entropy(out.seq_relationship_logits, batch.next_sentence_label)
+    return mlm, torch.nn.functional.cross_entropy(model.cls.seq_relationship(out.pooler_output),
+                                                  batch.next_sentence_label)
 
 
 def save_checkpoint(path: Path, model, optimizer, scheduler, rng, generator, step, history, seconds) -> None:
