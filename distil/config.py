@@ -349,8 +349,8 @@ class PretrainConfig:
     mask_token_prob: float = fraction(default=0.8)  # of the chosen: replaced by [MASK]
     random_token_prob: float = fraction(default=0.1)  # of the chosen: a random wordpiece; the rest kept
     max_length: int = at_least(8, default=64)  # wordpieces per example ([CLS] a [SEP] b [SEP] for nsp)
-    steps: int = at_least(1, default=3000)
-    batch_size: int = at_least(1, default=64)
+    steps: int = at_least(1, default=2000)
+    batch_size: int = at_least(1, default=32)
     lr: float = above(0, default=5.0e-4)
     warmup_fraction: float = fraction(default=0.01)  # BERT: 10,000 of 1,000,000 steps
     weight_decay: float = at_least(0, default=0.01)
