@@ -30,6 +30,7 @@ test-slow:  ## slow tests: reproduction runs on real data, the kill-and-resume t
 bench:  ## speed and size of teacher-sized models vs students, the teacher cache, checkpoint cost -> outputs/tables/bench*.{md,csv}
 	distil-bench
 	distil-bench-tang
+	distil-bench-turc
 	distil-bench-cache
 	$(PYTHON) -m distil.bench_checkpoint
 
