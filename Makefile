@@ -63,6 +63,9 @@ SCALE ?= cpu
 table-%:  ## one paper table, e.g. table-xtremedistil-3 -> outputs/tables/xtremedistil-table3.* (SCALE=paper)
 	distil-table --scale $(SCALE) $(shell echo '$*' | sed -E 's/-([^-]+)$$/-table\1/')
 
+figure-%:  ## one paper figure, e.g. figure-turc-7 -> outputs/tables/turc-fig7.* (SCALE=paper)
+	distil-table --scale $(SCALE) $(shell echo '$*' | sed -E 's/-([^-]+)$$/-fig\1/')
+
 tables:  ## every paper table preset at cpu scale (distil-table --list shows them; frontier tables: make frontier); rerun to continue
 	distil-table --all --scale cpu
 
