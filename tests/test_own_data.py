@@ -79,11 +79,11 @@ def test_package_entries_on_the_search_path(tmp_path):
 def test_experiment_presets_are_checked_including_the_users(tmp_path):
     assert check_overrides(["+experiment=sst2-low"], CONF_DIR) is None
     assert check_overrides(["+experiment=sst2-lo"], CONF_DIR) == (
-        "unknown experiment 'sst2-lo'; choose one of: smoke-pair, sst2-low, tang")
+        "unknown experiment 'sst2-lo'; choose one of: smoke-pair, sst2-low, tang, xtremedistil-cpu")
     (tmp_path / "experiment").mkdir()
     (tmp_path / "experiment" / "cola-quick.yaml").write_text("# @package _global_\ntrainer: {epochs: 1}\n")
     assert check_overrides([f"hydra.searchpath=[file://{tmp_path}]", "+experiment=nope"], CONF_DIR) == (
-        "unknown experiment 'nope'; choose one of: cola-quick, smoke-pair, sst2-low, tang")
+        "unknown experiment 'nope'; choose one of: cola-quick, smoke-pair, sst2-low, tang, xtremedistil-cpu")
 
 
 def test_environment_directories_join_the_users_searchpath(tmp_path):

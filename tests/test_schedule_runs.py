@@ -28,9 +28,15 @@ def cached_tensors(cache, metrics) -> set[str]:
     return set(load_file(cache / "targets" / metrics["artifacts"]["targets"] / "dev-00000.safetensors"))
 
 
+# schedules that start from a pre-trained Transformer: a tiny one, pre-trained for a few steps on the toy set
+PRETRAINED = ["student=transformer-tiny", "pretrain.corpus=transfer", "pretrain.steps=10", "pretrain.batch_size=8"]
+
+
 @pytest.mark.parametrize("schedule", SCHEDULES)
 def test_schedule_runs_end_to_end(tmp_path, monkeypatch, capsys, shared_cache, schedule):
-    metrics, out = run(tmp_path, monkeypatch, capsys, shared_cache, f"schedule={schedule}", "trainer.epochs=1")
+    extra = PRETRAINED if schedule in ("pf", "pd", "pdf") else []
+    metrics, out = run(tmp_path, monkeypatch, capsys, shared_cache, f"schedule={schedule}", "trainer.epochs=1",
+                       *extra)
     records = metrics["student"]["stages"]
     assert records and all({"name", "step", "dev", "test", "dev_loss"} <= set(r) for r in records)
     assert metrics["student"]["test"] == records[-1]["test"]

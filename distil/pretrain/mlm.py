@@ -114,7 +114,7 @@ def pretrain(cfg: PretrainConfig, layers: int, hidden: int, tokenizer, lines: li
     step, history, seconds = 0, [], 0.0
     checkpoint = out / CHECKPOINT
     if checkpoint.is_file():
-        state = torch.load(checkpoint, weights_only=False)
+        state = torch.load(checkpoint, weights_only=True)  # tensors, numbers, strings: never code
         model.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
         scheduler.load_state_dict(state["scheduler"])
