@@ -33,7 +33,8 @@ from distil.config import without_defaults
 log = logging.getLogger(__name__)
 
 # The config groups whose values change what the student learns (trainer.checkpoint_every_seconds does not).
-TRAINING_GROUPS = ("teacher", "student", "schedule", "dataset", "transfer_size", "augment", "pretrain", "trainer")
+TRAINING_GROUPS = ("teacher", "student", "schedule", "dataset", "transfer_size", "augment", "pretrain", "agnostic",
+                   "trainer")
 NOT_TRAINING = {"trainer": ("checkpoint_every_seconds", "speed_examples")}
 FORMAT_VERSION = 1
 

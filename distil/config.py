@@ -361,6 +361,29 @@ class PretrainConfig:
 
 
 @dataclass
+class AgnosticConfig:
+    """Wu et al. (2019) task-agnostic distillation (§3.1): an SRA student (student=sra) learns the
+    *pre-trained* (not fine-tuned) teacher's sentence vector, 1/2 (1 - cos) (eq. 1), on general text,
+    once; every task then fine-tunes it (schedule.student_init: pretrained: wu-sra, wu-sra-kd). The
+    defaults are the cpu budget (agnostic/cpu.yaml); agnostic/paper.yaml holds §4.3's settings."""
+
+    name: str = "cpu"
+    description: str = ""
+    # one sentence per line (.txt or .gz), relative to paths.data_dir (Wu: English Wikipedia)
+    corpus: str = "wikipedia-sentences/wiki_en_sentences_all.txt.gz"
+    max_sentences: int | None = at_least(1, default=50000)  # the corpus's first lines; null: all
+    # the teacher's sentence vector: "cls" (the top layer at [CLS], Wu §3.1) or "mean" (the mean of
+    # the top layer over the sentence's wordpieces: what sentence-transformer teachers such as
+    # MiniLM are trained to give)
+    pooling: str = "cls"
+    max_length: int = at_least(8, default=64)
+    epochs: int = at_least(1, default=4)
+    batch_size: int = at_least(1, default=1024)  # Wu §4.3
+    lr: float = above(0, default=1.0e-3)  # Wu §4.3, Adam
+    seed: int = at_least(0, default=0)  # fixed: every task and run seed shares one distilled student
+
+
+@dataclass
 class PathsConfig:
     outputs: str = "outputs"
     cache: str = "outputs/cache"
@@ -376,6 +399,7 @@ class Config:
     transfer_size: TransferSizeConfig = MISSING
     augment: AugmentConfig = field(default_factory=AugmentConfig)
     pretrain: PretrainConfig = field(default_factory=PretrainConfig)
+    agnostic: AgnosticConfig = field(default_factory=AgnosticConfig)
     trainer: TrainerConfig = MISSING
     paths: PathsConfig = MISSING
     seed: int = at_least(0, default=1)

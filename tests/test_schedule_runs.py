@@ -35,6 +35,10 @@ PRETRAINED = ["student=transformer-tiny", "pretrain.corpus=transfer", "pretrain.
 @pytest.mark.parametrize("schedule", SCHEDULES)
 def test_schedule_runs_end_to_end(tmp_path, monkeypatch, capsys, shared_cache, schedule):
     extra = PRETRAINED if schedule in ("pf", "pd", "pdf") else []
+    if schedule in ("wu-sra", "wu-sra-kd"):  # Wu's task-agnostic SRA student, distilled on a few lines
+        corpus = tmp_path / "corpus.txt"
+        corpus.write_text("\n".join(f"sentence number {i} of a small corpus" for i in range(50)))
+        extra = ["student=sra", f"agnostic.corpus={corpus}", "agnostic.epochs=1", "agnostic.batch_size=16"]
     metrics, out = run(tmp_path, monkeypatch, capsys, shared_cache, f"schedule={schedule}", "trainer.epochs=1",
                        *extra)
     records = metrics["student"]["stages"]

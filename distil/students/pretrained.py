@@ -23,33 +23,39 @@ from distil.students.vocab import PAD, UNK, TrimmedVocab
 log = logging.getLogger(__name__)
 
 INIT = ("random", "pretrained")
+PRETRAINABLE = ("transformer", "sra")  # how each is pre-trained: distil/pretrain/mlm.py, distil/pretrain/sra.py
 WORD_EMBEDDINGS = "embeddings.word_embeddings.weight"
 
 
 @dataclass
 class PretrainedStart:
-    """A pre-trained encoder: BertModel weights by name over the full vocabulary, and where they came from."""
+    """Pre-trained weights by name over the teacher tokenizer's whole vocabulary (a BertModel's, or an
+    SRA student's without its classifier), and where they came from. A student token's row in
+    them: [PAD] at `pad_row`, [UNK] at `unk_row`, teacher wordpiece t at t + `offset`."""
 
     encoder: dict[str, torch.Tensor]
     layers: int
     hidden: int
-    pad_id: int
-    unk_id: int
+    pad_row: int
+    unk_row: int
     source: str
+    embedding_key: str = WORD_EMBEDDINGS
+    offset: int = 0
 
     def rows(self, vocab: TrimmedVocab) -> list[int]:
-        """The full-vocabulary row of each student token: [PAD], [UNK], then the trimmed vocabulary."""
+        """The pre-trained row of each student token: [PAD], [UNK], then the trimmed vocabulary."""
         rows = [0] * len(vocab)
-        rows[PAD], rows[UNK] = self.pad_id, self.unk_id
-        rows[2:] = vocab.teacher_ids
+        rows[PAD], rows[UNK] = self.pad_row, self.unk_row
+        rows[2:] = [t + self.offset for t in vocab.teacher_ids]
         return rows
 
-    def apply(self, bert: torch.nn.Module, vocab: TrimmedVocab) -> None:
-        """Load every weight into the student's BertModel, the word embeddings at the student's rows."""
+    def apply(self, module: torch.nn.Module, vocab: TrimmedVocab) -> None:
+        """Load every weight into `module`, the word embeddings at the student's rows; a task head
+        (`classifier`) the pre-training did not have keeps its random initialisation (Wu §3.2)."""
         state = dict(self.encoder)
-        state[WORD_EMBEDDINGS] = self.encoder[WORD_EMBEDDINGS][torch.as_tensor(self.rows(vocab))]
-        missing, unexpected = bert.load_state_dict(state, strict=False)
-        missing = [name for name in missing if not name.endswith("position_ids")]
+        state[self.embedding_key] = self.encoder[self.embedding_key][torch.as_tensor(self.rows(vocab))]
+        missing, unexpected = module.load_state_dict(state, strict=False)
+        missing = [name for name in missing if not name.endswith("position_ids") and not name.startswith("classifier.")]
         if missing or unexpected:
             raise DistilError(f"the pre-trained student from {self.source} does not fit a BERT encoder of "
                               f"{self.layers} layers x {self.hidden} (missing {missing[:3]}, unexpected "
@@ -65,12 +71,15 @@ def check_student_init(schedule_init: str, student_cfg) -> None:
     if schedule_init not in INIT:
         raise DistilError(f"schedule.student_init '{schedule_init}' is unknown; use {' or '.join(INIT)}")
     starts_pretrained = schedule_init == "pretrained" or student_cfg.name_or_path is not None
-    if starts_pretrained and student_cfg.kind != "transformer":
-        what = ("student.name_or_path" if student_cfg.name_or_path is not None
-                else "schedule.student_init=pretrained")
-        raise DistilError(f"{what} starts a Transformer student from a pre-trained BERT, and student "
+    if student_cfg.name_or_path is not None and student_cfg.kind != "transformer":
+        raise DistilError(f"student.name_or_path starts a Transformer student from a pre-trained BERT, and student "
                           f"'{student_cfg.name}' is a {student_cfg.kind}; choose student=transformer-tiny, "
-                          f"transformer-mini (or any transformer-*), or a schedule without pre-training")
+                          f"transformer-mini (or any transformer-*), or leave student.name_or_path unset")
+    if starts_pretrained and student_cfg.kind not in PRETRAINABLE:
+        raise DistilError(f"schedule.student_init=pretrained starts a Transformer student (masked-LM pre-training, "
+                          f"Turc et al.) or an SRA student (task-agnostic distillation, Wu et al.), and student "
+                          f"'{student_cfg.name}' is a {student_cfg.kind}; choose student=transformer-*, student=sra, "
+                          f"or a schedule without pre-training")
 
 
 def from_checkpoint(student_cfg, teacher_tokenizer, hub_offline: bool) -> PretrainedStart:

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from transformers import AutoConfig, AutoTokenizer, BertConfig, BertTokenizer
+from transformers import AutoConfig, AutoModel, AutoTokenizer, BertConfig, BertModel, BertTokenizer
 
 from distil.config import TeacherConfig
 from distil.errors import DistilError
@@ -119,6 +119,16 @@ def load_pretrained(cfg: TeacherConfig, task: Task, label_names: list[str], seed
     model = _from_source(cfg, hub_offline, lambda source, local_only: task.teacher_class.from_pretrained(
         source, local_files_only=local_only, **head))
     return model, tokenizer
+
+
+def load_encoder(cfg: TeacherConfig, hub_offline: bool, seed: int = 0):
+    """The teacher's encoder as pre-trained, before any fine-tuning (Wu et al.'s task-agnostic teacher);
+    `random` (tests): a random BERT of random_init's size, seeded."""
+    if cfg.name_or_path == "random":
+        torch.manual_seed(seed)
+        return BertModel(BertConfig(vocab_size=len(TINY_VOCAB), **cfg.random_init)).eval()
+    return _from_source(cfg, hub_offline, lambda source, local_only: AutoModel.from_pretrained(
+        source, local_files_only=local_only)).eval()
 
 
 def _from_source(cfg: TeacherConfig, hub_offline: bool, load):

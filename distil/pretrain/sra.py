@@ -1,0 +1,182 @@
+"""Wu et al. (2019) task-agnostic distillation: an SRA student approximates the pre-trained teacher's
+sentence vector on general text, once, as a content-keyed artifact every task fine-tunes.
+
+§3.1: the teacher is BERT as pre-trained (not fine-tuned on any task); its sentence vector T_x is
+the top layer at [CLS] (`agnostic.pooling=cls`) or, as an option for sentence-transformer teachers
+such as the offline MiniLM, the mean of the top layer over the sentence (`mean`). The student (BiLSTM
+-> max-pool -> linear without bias -> tanh, students/sra.py) minimises 1/2 (1 - cos(S_x, T_x))
+(eq. 1, losses.representation_cosine) with Adam at 1e-3 and batch 1024 (§4.3). Its vocabulary is
+the teacher tokenizer's whole wordpiece list; a task's student keeps the rows of its own.
+
+The artifact (outputs/cache/agnostic/<teacher>-<hash>/) is keyed by the teacher's weights, the
+pooling, the corpus's lines, the student's sizes and every setting; the teacher's vectors of the
+corpus are computed once into the build directory, and training saves a checkpoint there after
+every epoch, so a killed build resumes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+from omegaconf import OmegaConf
+from safetensors.torch import load_file, save_file
+
+from distil.errors import DistilError
+from distil.losses import representation_cosine
+from distil.pretrain.corpus import lines_digest, read_lines
+from distil.progress import progress_bar
+from distil.store import Artifact, ArtifactStore
+from distil.students.sra import SRAStudent
+from distil.students.vocab import TrimmedVocab
+
+log = logging.getLogger(__name__)
+
+POOLINGS = ("cls", "mean")
+VECTORS = "teacher-vectors.safetensors"
+CHECKPOINT = "agnostic-checkpoint.pt"
+WEIGHTS = "student.safetensors"
+LAYOUT_VERSION = 1
+
+
+def check_agnostic(cfg) -> None:
+    if cfg.pooling not in POOLINGS:
+        raise DistilError(f"agnostic.pooling '{cfg.pooling}' is unknown; use {' or '.join(POOLINGS)}")
+
+
+@torch.inference_mode()
+def sentence_vectors(encoder, ids: list[list[int]], pad_id: int, pooling: str, batch_size: int = 128,
+                     progress=None) -> torch.Tensor:
+    """[n, H] float32: the encoder's top layer at [CLS], or its mean over the real wordpieces."""
+    encoder.eval()
+    order = np.argsort([len(x) for x in ids])  # length-sorted batches: little padding
+    out = torch.empty((len(ids), encoder.config.hidden_size))
+    for start in range(0, len(ids), batch_size):
+        rows = order[start:start + batch_size]
+        width = max(len(ids[r]) for r in rows)
+        batch = torch.full((len(rows), width), pad_id, dtype=torch.long)
+        for k, r in enumerate(rows):
+            batch[k, :len(ids[r])] = torch.tensor(ids[r])
+        mask = (batch != pad_id).long()
+        states = encoder(input_ids=batch, attention_mask=mask).last_hidden_state
+        if pooling == "cls":
+            vectors = states[:, 0]
+        else:
+            vectors = (states * mask.unsqueeze(-1)).sum(1) / mask.sum(1, keepdim=True).clamp(min=1)
+        out[torch.from_numpy(rows)] = vectors.float()
+        if progress is not None:
+            progress(len(rows))
+    return out
+
+
+def agnostic_spec(cfg, teacher_identity: dict, student_cfg, digest: str, sentence_size: int) -> dict:
+    settings = {k: v for k, v in _plain(cfg).items() if k not in ("name", "description", "corpus", "max_sentences")}
+    student = {k: student_cfg[k] for k in ("embedding_dim", "hidden_size", "num_layers", "dropout", "embedding_init")}
+    return {"teacher": teacher_identity, "corpus": digest, "student": student, "sentence_size": sentence_size,
+            "settings": settings, "layout": LAYOUT_VERSION}
+
+
+def _plain(cfg) -> dict:
+    return dataclasses.asdict(cfg) if dataclasses.is_dataclass(cfg) else OmegaConf.to_container(cfg, resolve=True)
+
+
+def ensure_agnostic(cfg, teacher_name: str, teacher_identity: dict, teacher_hidden: int, load_encoder, tokenizer,
+                    student_cfg, initial_rows, store: ArtifactStore, data_dir: str) -> Artifact:
+    """The task-agnostic SRA student for this teacher: built once, reused by every task.
+    `load_encoder()` gives the pre-trained teacher encoder (only called to build); `initial_rows(dim)`
+    the student's starting embedding over [PAD], [UNK] and every teacher wordpiece."""
+    check_agnostic(cfg)
+    path = Path(cfg.corpus)
+    lines = read_lines(path if path.is_absolute() else Path(data_dir) / path, cfg.max_sentences)
+    digest = lines_digest(lines)
+    describe = {"teacher": teacher_name, "pooling": cfg.pooling, "corpus": cfg.corpus, "sentences": len(lines),
+                "epochs": cfg.epochs}
+    artifact = store.get_or_build(
+        "agnostic", teacher_name, agnostic_spec(cfg, teacher_identity, student_cfg, digest, teacher_hidden),
+        lambda out: distil_agnostic(cfg, load_encoder, tokenizer, student_cfg, initial_rows, lines, out),
+        describe=describe)
+    if artifact.reused:
+        log.info("reusing task-agnostic SRA student %s; not distilling it again", artifact.path)
+    else:
+        log.info("task-agnostic SRA student saved to %s", artifact.path)
+    return artifact
+
+
+def distil_agnostic(cfg, load_encoder, tokenizer, student_cfg, initial_rows, lines: list[str], out: Path) -> dict:
+    ids = tokenizer(lines, truncation=True, max_length=cfg.max_length)["input_ids"]
+    pad = tokenizer.pad_token_id
+    vectors_path = out / VECTORS
+    if vectors_path.is_file():
+        targets = load_file(vectors_path)["vectors"]
+    else:
+        encoder = load_encoder()
+        with progress_bar() as progress:
+            bar = progress.add_task(f"teacher sentence vectors ({cfg.pooling})", total=len(ids), status="")
+            targets = sentence_vectors(encoder, ids, pad, cfg.pooling, progress=lambda n: progress.advance(bar, n))
+        partial = vectors_path.with_suffix(".partial")
+        save_file({"vectors": targets.contiguous()}, partial)
+        os.replace(partial, vectors_path)
+    vocab = TrimmedVocab(list(range(len(tokenizer))))  # every wordpiece: rows 2.. are teacher ids 0..
+    torch.manual_seed(cfg.seed)
+    student = SRAStudent(len(vocab), student_cfg.embedding_dim, student_cfg.hidden_size, 2, student_cfg.dropout,
+                         student_cfg.mlp_hidden_size, targets.shape[1], pair=False, num_layers=student_cfg.num_layers)
+    with torch.no_grad():
+        student.encoder.embedding.weight.copy_(initial_rows(student_cfg.embedding_dim, vocab))
+    mapped = [vocab.map(x) for x in ids]
+    optimizer = torch.optim.Adam(student.parameters(), lr=cfg.lr)
+    rng = np.random.default_rng(cfg.seed)
+    epoch, history, seconds = 0, [], 0.0
+    checkpoint = out / CHECKPOINT
+    if checkpoint.is_file():
+        state = torch.load(checkpoint, weights_only=True)
+        student.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        rng.bit_generator.state = state["numpy_rng"]
+        torch.set_rng_state(state["dropout_rng"])
+        epoch, history, seconds = state["epoch"], state["history"], state["seconds"]
+        log.info("resuming task-agnostic distillation after epoch %d from %s", epoch, checkpoint)
+    started = time.perf_counter() - seconds
+    batches = -(-len(mapped) // cfg.batch_size)
+    with progress_bar() as progress:
+        bar = progress.add_task("task-agnostic SRA distillation", total=cfg.epochs * batches,
+                                completed=epoch * batches, status="")
+        while epoch < cfg.epochs:
+            student.train()
+            order, total = rng.permutation(len(mapped)), 0.0
+            for start in range(0, len(order), cfg.batch_size):
+                rows = order[start:start + cfg.batch_size]
+                width = max(len(mapped[r]) for r in rows)
+                batch = torch.zeros((len(rows), width), dtype=torch.long)
+                for k, r in enumerate(rows):
+                    batch[k, :len(mapped[r])] = torch.tensor(mapped[r])
+                sentences = student.sentence(batch, (batch != 0).long())
+                loss = representation_cosine(sentences, targets[torch.from_numpy(rows)])
+                optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                optimizer.step()
+                total += loss.item() * len(rows)
+                progress.update(bar, advance=1, status=f"loss {loss.item():.4f}")
+            epoch += 1
+            history.append({"epoch": epoch, "loss": total / len(order)})
+            log.info("task-agnostic SRA epoch %d/%d: loss %.4f", epoch, cfg.epochs, total / len(order))
+            if epoch < cfg.epochs:
+                partial = checkpoint.with_suffix(".partial")
+                torch.save({"model": student.state_dict(), "optimizer": optimizer.state_dict(),
+                            "numpy_rng": rng.bit_generator.state, "dropout_rng": torch.get_rng_state(),
+                            "epoch": epoch, "history": history, "seconds": time.perf_counter() - started}, partial)
+                os.replace(partial, checkpoint)
+    weights = {k: v.contiguous() for k, v in student.state_dict().items() if not k.startswith("classifier.")}
+    save_file(weights, out / WEIGHTS)
+    checkpoint.unlink(missing_ok=True)
+    vectors_path.unlink()  # the teacher's vectors served the build only
+    return {"epochs": epoch, "history": history, "sentences": len(lines), "sentence_size": int(targets.shape[1]),
+            "seconds": round(time.perf_counter() - started, 1), "final_loss": history[-1]["loss"]}
+
+
+def load_agnostic(path: Path) -> dict[str, torch.Tensor]:
+    return load_file(path / WEIGHTS)

@@ -1,0 +1,77 @@
+"""Wu et al.'s task-agnostic SRA: the pre-trained teacher's sentence vectors (eq. 1's T_x), the
+distilled student as an artifact every task reuses, and fine-tuning starting from it."""
+
+import json
+import os
+import random
+import subprocess
+import sys
+
+import torch
+from transformers import BertConfig, BertModel
+
+from distil.pretrain.sra import load_agnostic, sentence_vectors
+from distil.students.pretrained import PretrainedStart
+from distil.students.sra import SRAStudent
+from distil.students.vocab import PAD, UNK, TrimmedVocab
+
+
+def test_teacher_sentence_vector_is_cls_or_the_mean_over_real_wordpieces():
+    torch.manual_seed(0)
+    encoder = BertModel(BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=1,
+                                   intermediate_size=32)).eval()
+    ids = [[2, 7, 9, 3], [2, 11, 3]]
+    cls = sentence_vectors(encoder, ids, 0, "cls")
+    mean = sentence_vectors(encoder, ids, 0, "mean")
+    for row, sentence in enumerate(ids):  # each sentence alone, no padding: the reference
+        states = encoder(input_ids=torch.tensor([sentence])).last_hidden_state[0]
+        assert torch.allclose(cls[row], states[0], atol=1e-5)
+        assert torch.allclose(mean[row], states.mean(0), atol=1e-5)
+
+
+def test_fine_tuning_starts_from_the_agnostic_encoder_with_a_fresh_head():
+    torch.manual_seed(0)
+    agnostic = SRAStudent(12, 8, 6, 2, 0.0, 5, 4, pair=False)  # vocabulary: [PAD], [UNK], teacher ids 0..9
+    weights = {k: v for k, v in agnostic.state_dict().items() if not k.startswith("classifier.")}
+    start = PretrainedStart(weights, 1, 6, PAD, UNK, "test", embedding_key="encoder.embedding.weight", offset=2)
+    vocab = TrimmedVocab([3, 7])
+    task = SRAStudent(len(vocab), 8, 6, 3, 0.0, 5, 4, pair=True)  # a pair task, three classes
+    head = {k: v.clone() for k, v in task.state_dict().items() if k.startswith("classifier.")}
+    start.apply(task, vocab)
+    state = task.state_dict()
+    rows = weights["encoder.embedding.weight"]
+    assert torch.equal(state["encoder.embedding.weight"], rows[[PAD, UNK, 3 + 2, 7 + 2]])
+    assert torch.equal(state["to_sentence.weight"], weights["to_sentence.weight"])
+    assert torch.equal(state["encoder.lstm.weight_hh_l0"], weights["encoder.lstm.weight_hh_l0"])
+    assert all(torch.equal(state[k], v) for k, v in head.items())  # Wu §3.2: the MLP starts at random
+
+
+def distil(tmp_path, corpus, *args):
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    return subprocess.run([sys.executable, "-m", "distil.cli", "debug=smoke", f"paths.outputs={tmp_path / 'out'}",
+                           "student=sra", f"agnostic.corpus={corpus}", "agnostic.batch_size=64", "agnostic.epochs=3",
+                           *args], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+
+
+def test_one_agnostic_student_serves_two_tasks(tmp_path):
+    """Built on the first task's run (its loss falls), reused by the second, a pair task, without
+    running the teacher or the distillation again."""
+    rng = random.Random(0)
+    words = "the a cat dog sat ran on in park mat sun rose hill bird sang tree rain fell town".split()
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(" ".join(rng.choice(words) for _ in range(rng.randint(3, 9))) for _ in range(300)))
+    single = distil(tmp_path, corpus, "schedule=wu-sra", f"hydra.run.dir={tmp_path / 'single'}")
+    assert single.returncode == 0, single.stderr[-2000:]
+    built = list((tmp_path / "out" / "cache" / "agnostic").iterdir())
+    assert len(built) == 1
+    history = json.loads((built[0] / "manifest.json").read_text())["info"]["history"]
+    # the mean eq. 1 loss of each epoch, pinned (deterministic on CPU)
+    assert [round(h["loss"], 2) for h in history] == [0.44, 0.25, 0.12]
+    weights = load_agnostic(built[0])
+    pair = distil(tmp_path, corpus, "schedule=wu-sra-kd", "dataset=toy-pair", f"hydra.run.dir={tmp_path / 'pair'}")
+    assert pair.returncode == 0, pair.stderr[-2000:]
+    assert "reusing task-agnostic SRA student" in pair.stderr + pair.stdout
+    assert list((tmp_path / "out" / "cache" / "agnostic").iterdir()) == built
+    assert torch.equal(load_agnostic(built[0])["to_sentence.weight"], weights["to_sentence.weight"])
+    stages = json.loads((tmp_path / "pair" / "metrics.json").read_text())["student"]["stages"]
+    assert list(stages[0]["losses"]) == ["ce", "logit_mse"] and stages[0]["data"] == ["labeled", "transfer"]
