@@ -75,3 +75,53 @@ def test_one_agnostic_student_serves_two_tasks(tmp_path):
     assert torch.equal(load_agnostic(built[0])["to_sentence.weight"], weights["to_sentence.weight"])
     stages = json.loads((tmp_path / "pair" / "metrics.json").read_text())["student"]["stages"]
     assert list(stages[0]["losses"]) == ["ce", "logit_mse"] and stages[0]["data"] == ["labeled", "transfer"]
+
+
+def test_untuned_threshold_is_chosen_on_dev_alone():
+    """Dev's best threshold is 0.5 (dev accuracy 1.0); test's labels would prefer 0.85 (accuracy
+    1.0 there), but the score uses dev's: test accuracy 0.5, F1 of the positive class 2/3."""
+    import numpy as np
+
+    from distil.untuned import evaluate
+
+    vectors = {"a": [1.0, 0.0], "b": [0.6, 0.8], "c": [0.0, 1.0], "d": [0.8, 0.6], "e": [0.9, 0.436]}
+
+    def encode(texts):
+        return torch.tensor([vectors[t] for t in texts])
+
+    # cos: a-b 0.6, a-c 0.0, a-d 0.8, a-e 0.9
+    dev = (["a", "a"], ["b", "c"], np.array([True, False]))
+    test = (["a", "a"], ["d", "e"], np.array([False, True]))
+    result = evaluate(encode, dev, test)
+    assert abs(result["threshold"] - 0.3) < 1e-6  # the midpoint of dev's cosines 0.0 and 0.6
+    assert (result["dev_accuracy"], result["accuracy"]) == (1.0, 0.5)
+    assert abs(result["f1"] - 2 / 3) < 1e-9
+
+
+def test_distil_untuned_writes_the_four_rows(tmp_path):
+    rng = random.Random(0)
+    words = "the a cat dog sat ran on in park mat sun rose hill bird sang tree rain fell town".split()
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(" ".join(rng.choice(words) for _ in range(rng.randint(3, 9))) for _ in range(300)))
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    run = subprocess.run([sys.executable, "-m", "distil.untuned", "debug=smoke", "dataset=toy-pair",
+                          f"agnostic.corpus={corpus}", "agnostic.batch_size=64", f"paths.outputs={tmp_path / 'out'}",
+                          "--out", str(tmp_path / "tables")], cwd=tmp_path, env=env, capture_output=True, text=True,
+                         timeout=600)
+    assert run.returncode == 0, run.stderr[-2000:]
+    import pandas as pd
+
+    from distil.tables.load import load_preset
+    from distil.tables.render import bench_samples
+
+    frame = pd.read_csv(tmp_path / "tables" / "untuned.csv")
+    assert frame["model"].tolist() == ["teacher (CLS)", "teacher (averaged)", "BiLSTM_KD (cosine)", "BiLSTM_SRA"]
+    samples = bench_samples(load_preset("wu-table5"), tmp_path / "tables" / "untuned.csv")
+    assert len(samples) == 8 and all(sample.error is None for sample in samples)
+
+
+def test_untuned_refuses_a_task_without_pairs(tmp_path):
+    run = subprocess.run([sys.executable, "-m", "distil.untuned", "debug=smoke", "dataset=toy"], cwd=tmp_path,
+                         env={**os.environ, "HF_HUB_OFFLINE": "1"}, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 2
+    assert run.stderr.strip().splitlines()[-1].startswith("distil-untuned: error: distil-untuned scores sentence pairs")

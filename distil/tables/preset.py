@@ -48,7 +48,8 @@ from typing import Any
 KINDS = ("sweep", "data", "bench")
 READS = ("student", "teacher")
 # a bench table's csv (outputs/tables/<name>.csv) -> the console script that measures it
-BENCHES = {"bench": "distil-bench", "bench_tang": "distil-bench-tang", "bench_turc": "distil-bench-turc"}
+BENCHES = {"bench": "distil-bench", "bench_tang": "distil-bench-tang", "bench_turc": "distil-bench-turc",
+           "untuned": "distil-untuned"}
 FORMATS = ("percent", "number", "ratio", "count")
 ROWS_FROM = (None, "stages", "languages")
 SCALES = ("cpu", "paper")

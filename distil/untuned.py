@@ -1,0 +1,214 @@
+"""Wu et al. (2019) §5.5, Table 5: untuned sentence representations on a pair task. The cosine of a
+pair's two sentence vectors is the score; the threshold that classifies it is chosen on dev alone
+(the best dev accuracy), then accuracy and F1 of the positive class are reported on test.
+
+    distil-untuned [dataset=quora] [teacher=minilm] [agnostic.pooling=cls] [key=value ...] [--out DIR]
+
+Rows, each from the same pre-trained (not fine-tuned) teacher:
+  teacher (CLS)       the top layer at [CLS]
+  teacher (averaged)  the top layer averaged over the sentence's wordpieces
+  BiLSTM_KD (cosine)  the SRA architecture from a random start, trained on the task's transfer pairs to
+                      fit the teacher's cosine of each pair (§5.5: "fitting the cosine similarity score
+                      of the sentence pair directly given by the pre-trained BERT"), [CLS] vectors
+  BiLSTM_SRA          the task-agnostic SRA student (distil/pretrain/sra.py, the agnostic group)
+Writes <paths.outputs>/tables/untuned.{md,csv} (the wu-table5 preset reads the csv).
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+from rich.console import Console
+
+from distil.bench import write_atomic
+from distil.errors import DistilError
+
+log = logging.getLogger(__name__)
+
+Encode = Callable[[list[str]], torch.Tensor]  # sentences -> [n, d] vectors
+
+
+def threshold_on_dev(scores: np.ndarray, labels: np.ndarray) -> float:
+    """The threshold t (positive when score >= t) with the best dev accuracy; ties: the lowest t.
+    Candidates are the midpoints between consecutive distinct scores, and both ends."""
+    values = np.unique(scores)
+    candidates = np.concatenate([[values[0] - 1e-6], (values[:-1] + values[1:]) / 2, [values[-1] + 1e-6]])
+    accuracies = [float(((scores >= t) == labels).mean()) for t in candidates]
+    return float(candidates[int(np.argmax(accuracies))])
+
+
+def pair_cosines(encode: Encode, firsts: list[str], seconds: list[str]) -> np.ndarray:
+    a, b = encode(firsts), encode(seconds)
+    return torch.nn.functional.cosine_similarity(a, b, dim=-1).numpy()
+
+
+def scores_of(threshold: float, scores: np.ndarray, labels: np.ndarray) -> dict[str, float]:
+    predicted = scores >= threshold
+    tp = float((predicted & labels).sum())
+    precision = tp / max(float(predicted.sum()), 1.0)
+    recall = tp / max(float(labels.sum()), 1.0)
+    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+    return {"accuracy": float((predicted == labels).mean()), "f1": f1}
+
+
+def evaluate(encode: Encode, dev: tuple[list[str], list[str], np.ndarray],
+             test: tuple[list[str], list[str], np.ndarray]) -> dict[str, float]:
+    """Threshold from dev's cosines and labels only; test's labels are read once, to score."""
+    dev_scores = pair_cosines(encode, dev[0], dev[1])
+    threshold = threshold_on_dev(dev_scores, dev[2])
+    test_scores = pair_cosines(encode, test[0], test[1])
+    dev_result, test_result = scores_of(threshold, dev_scores, dev[2]), scores_of(threshold, test_scores, test[2])
+    return {"threshold": threshold, "dev_accuracy": dev_result["accuracy"], "accuracy": test_result["accuracy"],
+            "f1": test_result["f1"]}
+
+
+def teacher_encoder(encoder, tokenizer, pooling: str, max_length: int) -> Encode:
+    from distil.pretrain.sra import sentence_vectors
+
+    def encode(texts: list[str]) -> torch.Tensor:
+        ids = tokenizer(texts, truncation=True, max_length=max_length)["input_ids"]
+        return sentence_vectors(encoder, ids, tokenizer.pad_token_id, pooling)
+    return encode
+
+
+def student_encoder(student, tokenizer, max_length: int) -> Encode:
+    """An SRA student over the teacher's whole vocabulary (ids shifted past [PAD], [UNK])."""
+    @torch.inference_mode()
+    def encode(texts: list[str]) -> torch.Tensor:
+        student.eval()
+        ids = tokenizer(texts, truncation=True, max_length=max_length)["input_ids"]
+        out = []
+        for start in range(0, len(ids), 256):
+            chunk = [[t + 2 for t in x] for x in ids[start:start + 256]]
+            batch = torch.zeros((len(chunk), max(map(len, chunk))), dtype=torch.long)
+            for k, x in enumerate(chunk):
+                batch[k, :len(x)] = torch.tensor(x)
+            out.append(student.sentence(batch, (batch != 0).long()))
+        return torch.cat(out)
+    return encode
+
+
+def fit_pair_cosine(student, teacher_encode: Encode, tokenizer, firsts: list[str], seconds: list[str],
+                    max_length: int, epochs: int = 3, batch_size: int = 256, lr: float = 1e-3, seed: int = 0):
+    """BiLSTM_KD of Table 5: train the student so that cos(S_a, S_b) fits the teacher's cos(T_a, T_b)."""
+    targets = torch.from_numpy(pair_cosines(teacher_encode, firsts, seconds))
+    encode = student_encoder(student, tokenizer, max_length)
+    optimizer = torch.optim.Adam(student.parameters(), lr=lr)
+    rng = np.random.default_rng(seed)
+    ids_a = tokenizer(firsts, truncation=True, max_length=max_length)["input_ids"]
+    ids_b = tokenizer(seconds, truncation=True, max_length=max_length)["input_ids"]
+
+    def batch_of(ids: list[list[int]], rows) -> torch.Tensor:
+        chunk = [[t + 2 for t in ids[r]] for r in rows]
+        batch = torch.zeros((len(chunk), max(map(len, chunk))), dtype=torch.long)
+        for k, x in enumerate(chunk):
+            batch[k, :len(x)] = torch.tensor(x)
+        return batch
+
+    for _ in range(epochs):
+        student.train()
+        order = rng.permutation(len(firsts))
+        for start in range(0, len(order), batch_size):
+            rows = order[start:start + batch_size]
+            a, b = batch_of(ids_a, rows), batch_of(ids_b, rows)
+            cos = torch.nn.functional.cosine_similarity(student.sentence(a, (a != 0).long()),
+                                                        student.sentence(b, (b != 0).long()), dim=-1)
+            loss = torch.nn.functional.mse_loss(cos, targets[torch.from_numpy(rows)])
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+    return encode
+
+
+def pairs_of(split, positive: int) -> tuple[list[str], list[str], np.ndarray]:
+    return list(split["text"]), list(split["text_pair"]), np.asarray(split["label"]) == positive
+
+
+def run(overrides: list[str]) -> tuple[pd.DataFrame, Path]:
+    """The four rows, and the tables directory of this configuration (paths.outputs/tables)."""
+    from distil.data_summary import load_splits
+    from distil.pretrain.sra import ensure_agnostic, load_agnostic
+    from distil.store import ArtifactStore
+    from distil.students.embeddings import initial_embeddings
+    from distil.students.sra import SRAStudent
+    from distil.students.vocab import TrimmedVocab
+    from distil.teacher.load import load_encoder, load_tokenizer, source_identity
+
+    cfg, data = load_splits(overrides)
+    if data.task.inputs != "pair" or cfg.dataset.positive_label is None:
+        raise DistilError(f"distil-untuned scores sentence pairs with a positive class, and dataset "
+                          f"'{cfg.dataset.name}' is not one; use dataset=quora (Table 5) or dataset=mrpc")
+    positive = data.label_names.index(cfg.dataset.positive_label)
+    dev, test = pairs_of(data.splits["dev"], positive), pairs_of(data.splits["test"], positive)
+    tokenizer = load_tokenizer(cfg.teacher, cfg.hub_offline)
+    encoder = load_encoder(cfg.teacher, cfg.hub_offline)
+    length = cfg.agnostic.max_length
+    rows = {"teacher (CLS)": teacher_encoder(encoder, tokenizer, "cls", length),
+            "teacher (averaged)": teacher_encoder(encoder, tokenizer, "mean", length)}
+    student_cfg, hidden = cfg.student, encoder.config.hidden_size
+    embeddings = encoder.get_input_embeddings().weight.detach().float()
+    tokens = tokenizer.convert_ids_to_tokens(list(range(len(tokenizer))))
+
+    def initial_rows(dim: int, vocab: TrimmedVocab) -> torch.Tensor:
+        return initial_embeddings(student_cfg.embedding_init, dim, teacher_ids=vocab.teacher_ids,
+                                  teacher_embeddings=embeddings, teacher_tokens=tokens, seed=cfg.agnostic.seed)
+
+    def fresh_student() -> SRAStudent:
+        torch.manual_seed(cfg.agnostic.seed)
+        student = SRAStudent(len(tokenizer) + 2, student_cfg.embedding_dim, student_cfg.hidden_size, 2,
+                             student_cfg.dropout, student_cfg.mlp_hidden_size, hidden, pair=False,
+                             num_layers=student_cfg.num_layers)
+        with torch.no_grad():
+            student.encoder.embedding.weight.copy_(initial_rows(student_cfg.embedding_dim,
+                                                                TrimmedVocab(list(range(len(tokenizer))))))
+        return student
+
+    transfer = data.splits["transfer"]
+    rows["BiLSTM_KD (cosine)"] = fit_pair_cosine(fresh_student(), rows["teacher (CLS)"], tokenizer,
+                                                 list(transfer["text"]), list(transfer["text_pair"]), length)
+    identity = {"name_or_path": cfg.teacher.name_or_path, "source": source_identity(cfg.teacher),
+                "random_init": dict(cfg.teacher.random_init) if cfg.teacher.random_init else None}
+    artifact = ensure_agnostic(cfg.agnostic, cfg.teacher.name, identity, hidden, lambda: encoder, tokenizer,
+                               student_cfg, initial_rows, ArtifactStore(cfg.paths.cache), cfg.paths.data_dir)
+    sra = fresh_student()
+    sra.load_state_dict(load_agnostic(artifact.path), strict=False)  # the classifier is not used here
+    rows["BiLSTM_SRA"] = student_encoder(sra, tokenizer, length)
+    records = [{"model": name, **evaluate(encode, dev, test)} for name, encode in rows.items()]
+    return pd.DataFrame(records), Path(cfg.paths.outputs) / "tables"
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = sys.argv[1:] if argv is None else argv
+    if args and args[0] in ("-h", "--help"):
+        print(__doc__)
+        return
+    out_dir = None
+    if "--out" in args:  # the tables machinery (distil-table wu-table5) says where the csv goes
+        at = args.index("--out")
+        if at + 1 >= len(args):
+            print("distil-untuned: error: --out needs a directory", file=sys.stderr)
+            raise SystemExit(2)
+        out_dir, args = Path(args[at + 1]), args[:at] + args[at + 2:]
+    overrides = ["dataset=quora", "student=sra", *args]
+    try:
+        frame, out = run(overrides)
+        out = out_dir or out
+    except DistilError as error:
+        print(f"distil-untuned: error: {error}", file=sys.stderr)
+        raise SystemExit(2) from None
+    out.mkdir(parents=True, exist_ok=True)
+    text = frame.to_markdown(index=False, floatfmt=".4f")
+    write_atomic(out / "untuned.csv", frame.to_csv(index=False))
+    write_atomic(out / "untuned.md", f"# Untuned sentence representations (Wu et al. Table 5)\n\n"
+                                     f"overrides: {' '.join(overrides)}\n\n{text}\n")
+    Console().print(f"{text}\nwrote {out}/untuned.{{md,csv}}")
+
+
+if __name__ == "__main__":
+    main()
