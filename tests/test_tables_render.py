@@ -279,3 +279,35 @@ def test_a_row_that_reads_the_teacher_shows_the_teachers_score_from_the_same_run
     assert [r[0] for r in body] == ["BERT", "BiLSTM"]
     assert ["90.00", "88.00"] == [c for c in body[0][1:] if c not in ("–", "")][:2]
     assert ["80.00", "70.00"] == [c for c in body[1][1:] if c not in ("–", "")][:2]
+
+
+def with_dev(dev: float, test: float) -> dict:
+    return {"status": "ok", "student": {"dev": {"accuracy": dev}, "test": {"accuracy": test}}}
+
+
+def test_a_selected_setting_is_picked_on_dev_never_on_test(tmp_path):
+    """Wu et al. pick the learning rate on dev: each (row, seed) shows the run with the best dev
+    score, here the option whose test score is the lower one; a row whose options have not all run
+    says how many have."""
+    select = {"over": ["trainer.lr=2e-4", "trainer.lr=1e-3"], "by": "student.dev.accuracy"}
+    cells = [Cell("D0", None, 1, [], "a", with_dev(0.70, 0.90), choice="trainer.lr=2e-4"),
+             Cell("D0", None, 1, [], "b", with_dev(0.75, 0.60), choice="trainer.lr=1e-3"),
+             Cell("D1", None, 1, [], "c", with_dev(0.80, 0.80), choice="trainer.lr=2e-4"),
+             Cell("D1", None, 1, [], "d", None, choice="trainer.lr=1e-3")]
+    write_table(preset(select=select, scales={"cpu": Scale(base=[], seeds=[1])}), cells, tmp_path)
+    rows = md_rows(tmp_path / "paper-table3.md")
+    assert rows[1] == ["D0", "60.00"]  # dev 0.75 beats 0.70: its test 0.60, not the other's 0.90
+    assert rows[2] == ["D1", "not run: 1 of 2 runs to select from"]
+    assert ("Each run is the best on student.dev.accuracy of trainer.lr=2e-4, trainer.lr=1e-3 (chosen on dev; "
+            "test only reported).") in (tmp_path / "paper-table3.md").read_text()
+
+
+def test_select_must_read_a_dev_score(tmp_path):
+    from distil.tables.load import load_preset
+
+    path = tmp_path / "sel.yaml"
+    path.write_text("name: sel\npaper: p\ntable: T\ntitle: t\nscales: {cpu: {base: [debug=smoke], seeds: [1]}}\n"
+                    "rows: [{label: a, overrides: [schedule=d0]}]\n"
+                    "select: {over: [trainer.lr=1e-3], by: student.test.accuracy}\n")
+    with pytest.raises(DistilError, match="select.by must be a dev score"):
+        load_preset(path)

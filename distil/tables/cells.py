@@ -45,15 +45,24 @@ def cell_specs(preset: TablePreset, scale: str) -> list[tuple[str, str | None, i
     base = preset.scales[scale]
     rows = preset.rows or [Axis(label="")]  # rows_from: one run per column, its stages/languages are the rows
     columns = preset.columns or [None]
+    choices = selection_options(preset)
     return [(row.label, column and column.label, seed,
-             [*base.base, *row.overrides_for(scale), *(column.overrides_for(scale) if column else []), f"seed={seed}"])
-            for row in rows for column in columns for seed in base.seeds]
+             [*base.base, *row.overrides_for(scale), *(column.overrides_for(scale) if column else []),
+              *([choice] if choice else []), f"seed={seed}"])
+            for row in rows for column in columns for seed in base.seeds for choice in choices]
+
+
+def selection_options(preset: TablePreset) -> list[str | None]:
+    """The overrides a `select` tries for every (row, column, seed); [None] without one."""
+    return list((preset.select or {}).get("over") or []) or [None]
 
 
 def expand(preset: TablePreset, scale: str) -> list[Cell]:
     """Every cell of the table at `scale`, keyed; a bad override is a one-line error before anything runs."""
+    options = [o for o in selection_options(preset) if o]
     return [Cell(row=row, column=column, seed=seed, overrides=overrides,
-                 key=cell_key(overrides, f"table preset {preset.name}, cell {label(row, column, seed)}"))
+                 key=cell_key(overrides, f"table preset {preset.name}, cell {label(row, column, seed)}"),
+                 choice=overrides[-2] if options else None)
             for row, column, seed, overrides in cell_specs(preset, scale)]
 
 

@@ -115,7 +115,23 @@ def check_preset(preset: TablePreset, source: Path | str) -> None:
                           f"({Path(source).stem}): rename one of them")
     if preset.kind == "sweep":
         _check_sweep(preset, where)
+    if preset.select is not None:
+        _check_select(preset, where)
     _check_paper_values(preset, where)
+
+
+def _check_select(preset: TablePreset, where: str) -> None:
+    """select: {over: [key=value, ...], by: student.dev.<metric>}: options, and the dev score to pick by."""
+    select = preset.select
+    over, by = select.get("over"), select.get("by")
+    if preset.kind != "sweep" or set(select) != {"over", "by"} or not over or not isinstance(over, list):
+        raise DistilError(f"{where}: select takes {{over: [key=value, ...], by: student.dev.<metric>}} in a sweep; "
+                          f"fix the preset")
+    if not all(isinstance(o, str) and "=" in o for o in over):
+        raise DistilError(f"{where}: select.over lists overrides (key=value), got {over}; fix the preset")
+    if not (isinstance(by, str) and by.split(".")[1:2] == ["dev"]):
+        raise DistilError(f"{where}: select.by must be a dev score (e.g. student.dev.accuracy), not '{by}': "
+                          f"test sets are only reported; fix the preset")
 
 
 def _check_choice(where: str, field: str, value: Any, choices: tuple) -> None:

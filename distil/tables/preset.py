@@ -106,6 +106,10 @@ class TablePreset:
     set: str = "papers"  # papers: a table of the five papers; frontier: the students side by side (make frontier)
     # a bench table: which measurement it reads, outputs/tables/<bench>.csv, written by BENCHES[bench]
     bench: str = "bench"
+    # a sweep whose setting the paper picks on dev (Wu: the learning rate from {2,3,5,10} x 1e-4):
+    # {over: [trainer.lr=2e-4, ...], by: student.dev.accuracy}. Every (row, column, seed) runs once
+    # per option; the table shows the run with the best `by` (dev only, never test). (Not `on`: YAML reads it as true.)
+    select: dict[str, Any] | None = None
 
 
 @dataclass
@@ -118,4 +122,5 @@ class Cell:
     overrides: list[str]  # base + row + column + seed=<s>, in that order
     key: str  # content key of the composed config: its directory is outputs/cells/<key>/
     metrics: dict | None = None  # its metrics.json once run (status ok or failed)
+    choice: str | None = None  # with the preset's `select`: which option of its `over` this run is
     error: str | None = None  # why it has no number: "failed: <reason>", "not run", ...

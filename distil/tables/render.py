@@ -124,7 +124,28 @@ def table_samples(preset: TablePreset, cells: list[Cell], out_dir: Path, scale: 
         return data_samples(preset, scale)
     if preset.kind == "bench":
         return bench_samples(preset, out_dir / f"{preset.bench}.csv")
+    if preset.select:
+        cells = selected_on_dev(preset, cells)
     return [sample for cell in cells for sample in cell_samples(preset, cell)]
+
+
+def selected_on_dev(preset: TablePreset, cells: list[Cell]) -> list[Cell]:
+    """Per (row, column, seed), the run whose `select.by` (a dev score) is best among its options;
+    until every option has finished, a cell saying how many have (the choice waits for all)."""
+    groups: dict[tuple, list[Cell]] = {}
+    for cell in cells:
+        groups.setdefault((cell.row, cell.column, cell.seed), []).append(cell)
+    path = preset.select["by"]
+    chosen = []
+    for (row, column, seed), options in groups.items():
+        scored = [(value, cell) for cell in options if cell_problem(cell) is None
+                  and isinstance(value := dev_score(cell.metrics, path), int | float)]
+        if len(scored) < len(options):
+            chosen.append(Cell(row, column, seed, [], options[0].key,
+                               error=f"{NOT_RUN}: {len(scored)} of {len(options)} runs to select from"))
+            continue
+        chosen.append(max(scored, key=lambda pair: pair[0])[1])  # ties: the first option
+    return chosen
 
 
 def cell_problem(cell: Cell) -> str | None:
@@ -182,6 +203,14 @@ def read_sample(fmt: str, row: str, column: str | None, record: dict, path: str,
     except KeyError:
         return Sample(row, column, error=f"no {path} in {source}")
     return Sample(row, column, value=scaled(value, fmt))
+
+
+def dev_score(record: dict, path: str) -> Any:
+    """The selecting score of a run, or None when it has none."""
+    try:
+        return read_path(record, path)
+    except KeyError:
+        return None
 
 
 def read_path(record: dict, path: str) -> Any:
@@ -434,6 +463,9 @@ def markdown(preset: TablePreset, shown: pd.DataFrame, foot: str) -> str:
         legend.append(f"Δ = ours − paper{' (percentage points)' if preset.format == 'percent' else ''}.")
     if preset.kind == "sweep":
         legend.append("Several seeds: mean ± sample std (n = seeds with a number).")
+    if preset.select:
+        legend.append(f"Each run is the best on {preset.select['by']} of {', '.join(preset.select['over'])} "
+                      "(chosen on dev; test only reported).")
     if legend:
         lines.append(" ".join(legend))
     if preset.notes:
