@@ -210,6 +210,8 @@ def train_students(cfg: Config, task: Task, data: TaskData, prepared: dict[str, 
         save_student(first, cfg, task, data, tokenizer, run_dir / "student")
         student = {**first.scores, "stages": first.stages}
         results = {None: first}
+    if start is not None:  # where the student started, and what its pre-training reported
+        student["pretrained"] = {"source": start.source, **start.info}
     counts = student_param_counts(results, None if reads_words(cfg.student) else teacher_vocab.size)
     student.update(params=counts["deployed"], param_counts=counts, vocab_size=len(first.vocab))
     speed = measure_speed(cfg, teacher, first.model, prepared["test"].ids, first.test_tokens, tokenizer.pad_token_id)
@@ -335,8 +337,9 @@ def student_start(cfg: Config, data: TaskData, tokenizer, store: ArtifactStore,
     artifact = ensure_pretrained(cfg.pretrain, cfg.student.num_layers, cfg.student.hidden_size, tokenizer, identity,
                                  store, cfg.paths.data_dir, cfg.pretrain.seed, texts)
     encoder, _ = load_pretrained_encoder(artifact.path)
+    summary = {k: artifact.info.get(k) for k in ("steps", "sentences", "final_mlm_loss")}
     return PretrainedStart(encoder, cfg.student.num_layers, cfg.student.hidden_size, tokenizer.pad_token_id,
-                           tokenizer.unk_token_id, f"pretrained/{artifact.key}")
+                           tokenizer.unk_token_id, f"pretrained/{artifact.key}", info=summary)
 
 
 def agnostic_start(cfg: Config, tokenizer, store: ArtifactStore, teacher_vocab: TeacherVocab) -> PretrainedStart:
@@ -353,8 +356,10 @@ def agnostic_start(cfg: Config, tokenizer, store: ArtifactStore, teacher_vocab: 
     artifact = ensure_agnostic(cfg.agnostic, cfg.teacher.name, identity, teacher_vocab.hidden_size,
                                lambda: load_encoder(cfg.teacher, cfg.hub_offline), tokenizer, cfg.student,
                                initial_rows, store, cfg.paths.data_dir)
+    summary = {k: artifact.info.get(k) for k in ("sentences", "epochs", "final_loss", "validation_loss")}
     return PretrainedStart(load_agnostic(artifact.path), cfg.student.num_layers, cfg.student.hidden_size, PAD, UNK,
-                           f"agnostic/{artifact.key}", embedding_key="encoder.embedding.weight", offset=2)
+                           f"agnostic/{artifact.key}", embedding_key="encoder.embedding.weight", offset=2,
+                           info=summary)
 
 
 def transformer_of(model: torch.nn.Module) -> TransformerStudent:

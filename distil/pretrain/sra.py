@@ -39,6 +39,7 @@ log = logging.getLogger(__name__)
 
 POOLINGS = ("cls", "mean")
 VECTORS = "teacher-vectors.safetensors"
+HELD_OUT = 2000  # corpus lines after the training ones: the held-out distillation loss (Wu Table 4)
 CHECKPOINT = "agnostic-checkpoint.pt"
 WEIGHTS = "student.safetensors"
 LAYOUT_VERSION = 1
@@ -92,13 +93,17 @@ def ensure_agnostic(cfg, teacher_name: str, teacher_identity: dict, teacher_hidd
     the student's starting embedding over [PAD], [UNK] and every teacher wordpiece."""
     check_agnostic(cfg)
     path = Path(cfg.corpus)
-    lines = read_lines(path if path.is_absolute() else Path(data_dir) / path, cfg.max_sentences)
-    digest = lines_digest(lines)
+    limit = None if cfg.max_sentences is None else cfg.max_sentences + HELD_OUT
+    lines = read_lines(path if path.is_absolute() else Path(data_dir) / path, limit)
+    # the last lines read are held out (at most HELD_OUT, a tenth of a small corpus)
+    held = min(HELD_OUT, len(lines) // 10)
+    lines, held_out = lines[:len(lines) - held], lines[len(lines) - held:]
+    digest = lines_digest(lines + held_out)
     describe = {"teacher": teacher_name, "pooling": cfg.pooling, "corpus": cfg.corpus, "sentences": len(lines),
                 "epochs": cfg.epochs}
     artifact = store.get_or_build(
         "agnostic", teacher_name, agnostic_spec(cfg, teacher_identity, student_cfg, digest, teacher_hidden),
-        lambda out: distil_agnostic(cfg, load_encoder, tokenizer, student_cfg, initial_rows, lines, out),
+        lambda out: distil_agnostic(cfg, load_encoder, tokenizer, student_cfg, initial_rows, lines, held_out, out),
         describe=describe)
     if artifact.reused:
         log.info("reusing task-agnostic SRA student %s; not distilling it again", artifact.path)
@@ -107,27 +112,30 @@ def ensure_agnostic(cfg, teacher_name: str, teacher_identity: dict, teacher_hidd
     return artifact
 
 
-def distil_agnostic(cfg, load_encoder, tokenizer, student_cfg, initial_rows, lines: list[str], out: Path) -> dict:
-    ids = tokenizer(lines, truncation=True, max_length=cfg.max_length)["input_ids"]
+def distil_agnostic(cfg, load_encoder, tokenizer, student_cfg, initial_rows, lines: list[str], held_out: list[str],
+                    out: Path) -> dict:
+    ids = tokenizer(lines + held_out, truncation=True, max_length=cfg.max_length)["input_ids"]
     pad = tokenizer.pad_token_id
     vectors_path = out / VECTORS
     if vectors_path.is_file():
-        targets = load_file(vectors_path)["vectors"]
+        every = load_file(vectors_path)["vectors"]
     else:
         encoder = load_encoder()
         with progress_bar() as progress:
             bar = progress.add_task(f"teacher sentence vectors ({cfg.pooling})", total=len(ids), status="")
-            targets = sentence_vectors(encoder, ids, pad, cfg.pooling, progress=lambda n: progress.advance(bar, n))
+            every = sentence_vectors(encoder, ids, pad, cfg.pooling, progress=lambda n: progress.advance(bar, n))
         partial = vectors_path.with_suffix(".partial")
-        save_file({"vectors": targets.contiguous()}, partial)
+        save_file({"vectors": every.contiguous()}, partial)
         os.replace(partial, vectors_path)
+    targets, held_targets = every[:len(lines)], every[len(lines):]
+    ids, held_ids = ids[:len(lines)], ids[len(lines):]
     vocab = TrimmedVocab(list(range(len(tokenizer))))  # every wordpiece: rows 2.. are teacher ids 0..
     torch.manual_seed(cfg.seed)
     student = SRAStudent(len(vocab), student_cfg.embedding_dim, student_cfg.hidden_size, 2, student_cfg.dropout,
                          student_cfg.mlp_hidden_size, targets.shape[1], pair=False, num_layers=student_cfg.num_layers)
     with torch.no_grad():
         student.encoder.embedding.weight.copy_(initial_rows(student_cfg.embedding_dim, vocab))
-    mapped = [vocab.map(x) for x in ids]
+    mapped, held_mapped = [vocab.map(x) for x in ids], [vocab.map(x) for x in held_ids]
     optimizer = torch.optim.Adam(student.parameters(), lr=cfg.lr)
     rng = np.random.default_rng(cfg.seed)
     epoch, history, seconds = 0, [], 0.0
@@ -150,10 +158,7 @@ def distil_agnostic(cfg, load_encoder, tokenizer, student_cfg, initial_rows, lin
             order, total = rng.permutation(len(mapped)), 0.0
             for start in range(0, len(order), cfg.batch_size):
                 rows = order[start:start + cfg.batch_size]
-                width = max(len(mapped[r]) for r in rows)
-                batch = torch.zeros((len(rows), width), dtype=torch.long)
-                for k, r in enumerate(rows):
-                    batch[k, :len(mapped[r])] = torch.tensor(mapped[r])
+                batch = padded([mapped[r] for r in rows])
                 sentences = student.sentence(batch, (batch != 0).long())
                 loss = representation_cosine(sentences, targets[torch.from_numpy(rows)])
                 optimizer.zero_grad(set_to_none=True)
@@ -162,8 +167,10 @@ def distil_agnostic(cfg, load_encoder, tokenizer, student_cfg, initial_rows, lin
                 total += loss.item() * len(rows)
                 progress.update(bar, advance=1, status=f"loss {loss.item():.4f}")
             epoch += 1
-            history.append({"epoch": epoch, "loss": total / len(order)})
-            log.info("task-agnostic SRA epoch %d/%d: loss %.4f", epoch, cfg.epochs, total / len(order))
+            history.append({"epoch": epoch, "loss": total / len(order),
+                             "validation_loss": held_out_loss(student, held_mapped, held_targets, cfg.batch_size)})
+            log.info("task-agnostic SRA epoch %d/%d: loss %.4f, held-out %.4f", epoch, cfg.epochs,
+                     total / len(order), history[-1]["validation_loss"])
             if epoch < cfg.epochs:
                 partial = checkpoint.with_suffix(".partial")
                 torch.save({"model": student.state_dict(), "optimizer": optimizer.state_dict(),
@@ -174,8 +181,31 @@ def distil_agnostic(cfg, load_encoder, tokenizer, student_cfg, initial_rows, lin
     save_file(weights, out / WEIGHTS)
     checkpoint.unlink(missing_ok=True)
     vectors_path.unlink()  # the teacher's vectors served the build only
-    return {"epochs": epoch, "history": history, "sentences": len(lines), "sentence_size": int(targets.shape[1]),
-            "seconds": round(time.perf_counter() - started, 1), "final_loss": history[-1]["loss"]}
+    return {"epochs": epoch, "history": history, "sentences": len(lines), "held_out": len(held_out),
+            "sentence_size": int(targets.shape[1]), "seconds": round(time.perf_counter() - started, 1),
+            "final_loss": history[-1]["loss"], "validation_loss": history[-1]["validation_loss"]}
+
+
+def padded(rows: list[list[int]]) -> torch.Tensor:
+    batch = torch.zeros((len(rows), max(map(len, rows))), dtype=torch.long)
+    for k, row in enumerate(rows):
+        batch[k, :len(row)] = torch.tensor(row)
+    return batch
+
+
+@torch.inference_mode()
+def held_out_loss(student, mapped: list[list[int]], targets: torch.Tensor, batch_size: int) -> float | None:
+    """Eq. 1's loss on the held-out corpus lines (Wu Table 4's "distillation loss on the Wikipedia
+    validation set"), the student in eval mode; None without held-out lines."""
+    if not mapped:
+        return None
+    student.eval()
+    total = 0.0
+    for start in range(0, len(mapped), batch_size):
+        batch = padded(mapped[start:start + batch_size])
+        loss = representation_cosine(student.sentence(batch, (batch != 0).long()), targets[start:start + len(batch)])
+        total += loss.item() * len(batch)
+    return total / len(mapped)
 
 
 def load_agnostic(path: Path) -> dict[str, torch.Tensor]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -41,6 +41,7 @@ class PretrainedStart:
     source: str
     embedding_key: str = WORD_EMBEDDINGS
     offset: int = 0
+    info: dict = field(default_factory=dict)  # what the pre-training reported: metrics.json student.pretrained
 
     def rows(self, vocab: TrimmedVocab) -> list[int]:
         """The pre-trained row of each student token: [PAD], [UNK], then the trimmed vocabulary."""
