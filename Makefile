@@ -31,6 +31,7 @@ bench:  ## speed and size of teacher-sized models vs students, the teacher cache
 	distil-bench
 	distil-bench-tang
 	distil-bench-turc
+	distil-bench-wu
 	distil-bench-cache
 	$(PYTHON) -m distil.bench_checkpoint
 

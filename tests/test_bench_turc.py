@@ -29,3 +29,23 @@ def test_the_benchmark_writes_both_table_presets_rows(tmp_path):
     for name in ("turc-table1", "turc-table1b"):
         samples = bench_samples(load_preset(name), tmp_path / "bench_turc.csv")
         assert len(samples) == 24 and all(sample.error is None for sample in samples)
+
+
+def test_wu_table2_benchmark_writes_its_rows(tmp_path, monkeypatch):
+    """distil-bench-wu on a few Quora-shaped pairs: the four rows, BiLSTM_SRA the unit of both
+    ratios, and the parameters without the word embeddings (the students' are exact at any scale)."""
+    from distil.bench_wu import main as bench_wu
+
+    data = tmp_path / "data" / "quora-pairs"
+    data.mkdir(parents=True)
+    rows = ["question1\tquestion2\tis_duplicate"] + [f"how do i learn {i}?\twhat is {i}?\t{i % 2}" for i in range(8)]
+    (data / "quora_dev_balanced10k.tsv").write_text("\n".join(rows) + "\n")
+    bench_wu(["--data-dir", str(tmp_path / "data"), "--pairs", "4", "--quick", "--out", str(tmp_path)])
+    frame = pd.read_csv(tmp_path / "bench_wu.csv").set_index("model")
+    assert frame.index.tolist() == ["BERT Large", "BERT Base", "BiLSTM_KD", "BiLSTM_SRA"]
+    assert frame.loc["BiLSTM_SRA", ["params_x", "time_x"]].tolist() == [1.0, 1.0]
+    # by hand: BiLSTM E300 -> 2 x 512 (PyTorch's two bias vectors) 2 x (4*512*(300+512) + 8*512) = 3,334,144;
+    # 1024 -> 768 without bias 786,432; MLP 4*768 -> 256 -> 2 787,202: 4.908M (Wu counts 4.8)
+    assert frame.loc["BiLSTM_SRA", "params_m"] == pytest.approx(4.907778, abs=1e-6)
+    samples = bench_samples(load_preset("wu-table2"), tmp_path / "bench_wu.csv")
+    assert len(samples) == 16 and all(sample.error is None for sample in samples)

@@ -49,7 +49,7 @@ KINDS = ("sweep", "data", "bench")
 READS = ("student", "teacher")
 # a bench table's csv (outputs/tables/<name>.csv) -> the console script that measures it
 BENCHES = {"bench": "distil-bench", "bench_tang": "distil-bench-tang", "bench_turc": "distil-bench-turc",
-           "untuned": "distil-untuned"}
+           "bench_wu": "distil-bench-wu", "untuned": "distil-untuned"}
 FORMATS = ("percent", "number", "ratio", "count")
 ROWS_FROM = (None, "stages", "languages")
 SCALES = ("cpu", "paper")
