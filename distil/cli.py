@@ -154,6 +154,11 @@ def _main() -> None:
 
         sys.exit(cache(sys.argv[2:], prog="distil cache"))
 
+    if sys.argv[1:2] == ["pretrain"]:
+        from distil.pretrain.command import main as pretrain
+
+        sys.exit(pretrain(sys.argv[2:]))
+
     if sys.argv[1:2] == ["predict"]:
         from distil.predict import main as predict
 

@@ -83,10 +83,8 @@ def show(frame: pd.DataFrame, title: str, index: bool = False) -> None:
     Console().print(table)
 
 
-def load_splits(overrides: list[str]) -> tuple[DictConfig, TaskData]:
-    """The config and the splits a run with these overrides would see (no teacher, no training):
-    what `distil-data` shows and what a table of kind `data` summarises. Raises DistilError."""
-    from distil.data.split import build_task_data
+def compose_run_config(overrides: list[str]) -> DictConfig:
+    """The config `distil` composes from these overrides, without running anything. Raises DistilError."""
     from distil.pipeline import quiet_libraries
 
     overrides = with_config_dir_env(overrides, os.environ.get(CONFIG_DIR_ENV))
@@ -97,6 +95,15 @@ def load_splits(overrides: list[str]) -> tuple[DictConfig, TaskData]:
         cfg = compose(config_name="config", overrides=overrides)
     replace_files_map(cfg, overrides)
     quiet_libraries()
+    return cfg
+
+
+def load_splits(overrides: list[str]) -> tuple[DictConfig, TaskData]:
+    """The config and the splits a run with these overrides would see (no teacher, no training):
+    what `distil-data` shows and what a table of kind `data` summarises. Raises DistilError."""
+    from distil.data.split import build_task_data
+
+    cfg = compose_run_config(overrides)
     return cfg, build_task_data(cfg.dataset, cfg.transfer_size, cfg.paths.data_dir, cfg.seed, cfg.hub_offline)
 
 

@@ -29,9 +29,9 @@ from distil.evaluate import student_logits
 from distil.flags import predicted_classes, run_warnings
 from distil.peers import is_peer
 from distil.peers.train import train_peer
-from distil.pretrain.mlm import ensure_pretrained
 from distil.pretrain.mlm import load_encoder as load_pretrained_encoder
-from distil.pretrain.sra import ensure_agnostic, load_agnostic
+from distil.pretrain.mlm import pretrained_transformer
+from distil.pretrain.sra import agnostic_student, load_agnostic
 from distil.schedule import StudentSplit, needs_teacher_hidden, run_schedule, validate_schedule
 from distil.speed import examples_per_second
 from distil.store import ArtifactStore
@@ -55,13 +55,12 @@ from distil.students.pretrained import (
     adopt_architecture,
     check_student_init,
     from_checkpoint,
-    vocab_digest,
 )
 from distil.students.transformer import TransformerStudent
 from distil.students.vocab import PAD, UNK, TrimmedVocab
 from distil.tasks import Task, make_task
 from distil.teacher import TargetView, ensure_targets, ensure_teacher, load_finetuned, load_tokenizer, open_targets
-from distil.teacher.load import check_layer, load_encoder, source_identity
+from distil.teacher.load import check_layer
 from distil.teacher.load import hidden_size as teacher_hidden_size
 from distil.teacher.token_vectors import token_output_vectors
 
@@ -149,7 +148,7 @@ def run(cfg: Config, run_dir: Path, choices: dict, overrides: list[str]) -> dict
         peer = train_peer(cfg, task, data, prepared, splits, run_dir / "student")
         student, speed, dev_classes = peer.student, {}, {None: peer.dev_classes}
     else:
-        start = student_start(cfg, data, tokenizer, store, teacher_vocab)
+        start = student_start(cfg, data, tokenizer, store)
         student, speed, dev_classes = train_students(cfg, task, data, prepared, splits, teacher_vocab, model,
                                                      tokenizer, run_dir, start)
     metrics = {
@@ -315,8 +314,7 @@ def initialise_embeddings(model: torch.nn.Module, cfg: Config, vocab: TrimmedVoc
 DEFAULT_BATCH_SIZE = 32
 
 
-def student_start(cfg: Config, data: TaskData, tokenizer, store: ArtifactStore,
-                  teacher_vocab: TeacherVocab) -> PretrainedStart | None:
+def student_start(cfg: Config, data: TaskData, tokenizer, store: ArtifactStore) -> PretrainedStart | None:
     """The pre-trained weights a student starts from, or None (its own random init):
     student.name_or_path's checkpoint, else with schedule.student_init=pretrained its family's
     pre-training, built once, content-keyed and shared by every task: a Transformer's masked LM
@@ -329,33 +327,19 @@ def student_start(cfg: Config, data: TaskData, tokenizer, store: ArtifactStore,
     if cfg.schedule.student_init != "pretrained":
         return None
     if cfg.student.kind == "sra":
-        return agnostic_start(cfg, tokenizer, store, teacher_vocab)
+        return agnostic_start(cfg, store)
     transfer = data.splits["transfer"]
     texts = [text for column in ("text", "text_pair") if column in transfer.column_names for text in transfer[column]]
-    identity = {"vocab": vocab_digest(tokenizer), "class": type(tokenizer).__name__,
-                "lower": getattr(tokenizer, "do_lower_case", None)}
-    artifact = ensure_pretrained(cfg.pretrain, cfg.student.num_layers, cfg.student.hidden_size, tokenizer, identity,
-                                 store, cfg.paths.data_dir, cfg.pretrain.seed, texts)
+    artifact = pretrained_transformer(cfg.pretrain, cfg.student, tokenizer, store, cfg.paths.data_dir, texts)
     encoder, _ = load_pretrained_encoder(artifact.path)
     summary = {k: artifact.info.get(k) for k in ("steps", "sentences", "final_mlm_loss")}
     return PretrainedStart(encoder, cfg.student.num_layers, cfg.student.hidden_size, tokenizer.pad_token_id,
                            tokenizer.unk_token_id, f"pretrained/{artifact.key}", info=summary)
 
 
-def agnostic_start(cfg: Config, tokenizer, store: ArtifactStore, teacher_vocab: TeacherVocab) -> PretrainedStart:
+def agnostic_start(cfg: Config, store: ArtifactStore) -> PretrainedStart:
     """Wu et al.'s task-agnostic SRA student for this teacher (distil/pretrain/sra.py)."""
-    def initial_rows(dim: int, vocab: TrimmedVocab) -> torch.Tensor:
-        return initial_embeddings(cfg.student.embedding_init, dim, teacher_ids=vocab.teacher_ids,
-                                  teacher_embeddings=teacher_vocab.embeddings, teacher_tokens=teacher_vocab.tokens,
-                                  vectors_file=cfg.student.vectors_file, seed=cfg.agnostic.seed,
-                                  token_vectors=teacher_vocab.token_vectors,
-                                  sif_coefficient=cfg.student.sif_coefficient)
-
-    identity = {"name_or_path": cfg.teacher.name_or_path, "source": source_identity(cfg.teacher),
-                "random_init": OmegaConf.to_container(cfg.teacher.random_init) if cfg.teacher.random_init else None}
-    artifact = ensure_agnostic(cfg.agnostic, cfg.teacher.name, identity, teacher_vocab.hidden_size,
-                               lambda: load_encoder(cfg.teacher, cfg.hub_offline), tokenizer, cfg.student,
-                               initial_rows, store, cfg.paths.data_dir)
+    artifact = agnostic_student(cfg.agnostic, cfg.teacher, cfg.student, cfg.hub_offline, store, cfg.paths.data_dir)
     summary = {k: artifact.info.get(k) for k in ("sentences", "epochs", "final_loss", "validation_loss")}
     return PretrainedStart(load_agnostic(artifact.path), cfg.student.num_layers, cfg.student.hidden_size, PAD, UNK,
                            f"agnostic/{artifact.key}", embedding_key="encoder.embedding.weight", offset=2,

@@ -133,12 +133,8 @@ def pairs_of(split, positive: int) -> tuple[list[str], list[str], np.ndarray]:
 def run(overrides: list[str]) -> tuple[pd.DataFrame, Path]:
     """The four rows, and the tables directory of this configuration (paths.outputs/tables)."""
     from distil.data_summary import load_splits
-    from distil.pretrain.sra import ensure_agnostic, load_agnostic
+    from distil.pretrain.sra import TeacherAsPretrained, agnostic_student, load_agnostic
     from distil.store import ArtifactStore
-    from distil.students.embeddings import initial_embeddings
-    from distil.students.sra import SRAStudent
-    from distil.students.vocab import TrimmedVocab
-    from distil.teacher.load import load_encoder, load_tokenizer, source_identity
 
     cfg, data = load_splits(overrides)
     if data.task.inputs != "pair" or cfg.dataset.positive_label is None:
@@ -146,37 +142,17 @@ def run(overrides: list[str]) -> tuple[pd.DataFrame, Path]:
                           f"'{cfg.dataset.name}' is not one; use dataset=quora (Table 5) or dataset=mrpc")
     positive = data.label_names.index(cfg.dataset.positive_label)
     dev, test = pairs_of(data.splits["dev"], positive), pairs_of(data.splits["test"], positive)
-    tokenizer = load_tokenizer(cfg.teacher, cfg.hub_offline)
-    encoder = load_encoder(cfg.teacher, cfg.hub_offline)
-    length = cfg.agnostic.max_length
-    rows = {"teacher (CLS)": teacher_encoder(encoder, tokenizer, "cls", length),
-            "teacher (averaged)": teacher_encoder(encoder, tokenizer, "mean", length)}
-    student_cfg, hidden = cfg.student, encoder.config.hidden_size
-    embeddings = encoder.get_input_embeddings().weight.detach().float()
-    tokens = tokenizer.convert_ids_to_tokens(list(range(len(tokenizer))))
-
-    def initial_rows(dim: int, vocab: TrimmedVocab) -> torch.Tensor:
-        return initial_embeddings(student_cfg.embedding_init, dim, teacher_ids=vocab.teacher_ids,
-                                  teacher_embeddings=embeddings, teacher_tokens=tokens, seed=cfg.agnostic.seed)
-
-    def fresh_student() -> SRAStudent:
-        torch.manual_seed(cfg.agnostic.seed)
-        student = SRAStudent(len(tokenizer) + 2, student_cfg.embedding_dim, student_cfg.hidden_size, 2,
-                             student_cfg.dropout, student_cfg.mlp_hidden_size, hidden, pair=False,
-                             num_layers=student_cfg.num_layers)
-        with torch.no_grad():
-            student.encoder.embedding.weight.copy_(initial_rows(student_cfg.embedding_dim,
-                                                                TrimmedVocab(list(range(len(tokenizer))))))
-        return student
-
+    teacher = TeacherAsPretrained(cfg.teacher, cfg.hub_offline)
+    tokenizer, length = teacher.tokenizer, cfg.agnostic.max_length
+    rows = {"teacher (CLS)": teacher_encoder(teacher.encoder, tokenizer, "cls", length),
+            "teacher (averaged)": teacher_encoder(teacher.encoder, tokenizer, "mean", length)}
     transfer = data.splits["transfer"]
-    rows["BiLSTM_KD (cosine)"] = fit_pair_cosine(fresh_student(), rows["teacher (CLS)"], tokenizer,
-                                                 list(transfer["text"]), list(transfer["text_pair"]), length)
-    identity = {"name_or_path": cfg.teacher.name_or_path, "source": source_identity(cfg.teacher),
-                "random_init": dict(cfg.teacher.random_init) if cfg.teacher.random_init else None}
-    artifact = ensure_agnostic(cfg.agnostic, cfg.teacher.name, identity, hidden, lambda: encoder, tokenizer,
-                               student_cfg, initial_rows, ArtifactStore(cfg.paths.cache), cfg.paths.data_dir)
-    sra = fresh_student()
+    rows["BiLSTM_KD (cosine)"] = fit_pair_cosine(teacher.student(cfg.student, cfg.agnostic.seed),
+                                                 rows["teacher (CLS)"], tokenizer, list(transfer["text"]),
+                                                 list(transfer["text_pair"]), length)
+    artifact = agnostic_student(cfg.agnostic, cfg.teacher, cfg.student, cfg.hub_offline,
+                                ArtifactStore(cfg.paths.cache), cfg.paths.data_dir, teacher)
+    sra = teacher.student(cfg.student, cfg.agnostic.seed)
     sra.load_state_dict(load_agnostic(artifact.path), strict=False)  # the classifier is not used here
     rows["BiLSTM_SRA"] = student_encoder(sra, tokenizer, length)
     records = [{"model": name, **evaluate(encode, dev, test)} for name, encode in rows.items()]

@@ -53,16 +53,23 @@ def distil(tmp_path, corpus, *args):
                            *args], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
 
 
-def test_one_agnostic_student_serves_two_tasks(tmp_path):
-    """Built on the first task's run (its loss falls), reused by the second, a pair task, without
-    running the teacher or the distillation again."""
+def test_one_command_builds_the_agnostic_student_and_two_tasks_reuse_it(tmp_path):
+    """`distil pretrain student=sra` builds it (its loss falls); a single-sentence task and a pair
+    task then fine-tune it without running the teacher's vectors or the distillation again."""
     rng = random.Random(0)
     words = "the a cat dog sat ran on in park mat sun rose hill bird sang tree rain fell town".split()
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("\n".join(" ".join(rng.choice(words) for _ in range(rng.randint(3, 9))) for _ in range(300)))
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    build = subprocess.run([sys.executable, "-m", "distil.cli", "pretrain", "debug=smoke", "student=sra",
+                            f"paths.outputs={tmp_path / 'out'}", f"agnostic.corpus={corpus}", "agnostic.batch_size=64",
+                            "agnostic.epochs=3"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert build.returncode == 0, build.stderr[-2000:]
+    assert "task-agnostic SRA student (Wu et al.): built" in build.stdout
+    built = list((tmp_path / "out" / "cache" / "agnostic").iterdir())
     single = distil(tmp_path, corpus, "schedule=wu-sra", f"hydra.run.dir={tmp_path / 'single'}")
     assert single.returncode == 0, single.stderr[-2000:]
-    built = list((tmp_path / "out" / "cache" / "agnostic").iterdir())
+    assert "reusing task-agnostic SRA student" in single.stderr + single.stdout
     assert len(built) == 1
     history = json.loads((built[0] / "manifest.json").read_text())["info"]["history"]
     # the mean eq. 1 loss of each epoch on the 270 training lines and on the 30 held out, pinned

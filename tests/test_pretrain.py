@@ -197,3 +197,22 @@ def test_pretraining_a_bilstm_is_refused(tmp_path):
     run = distil(tmp_path, "schedule=pf", "student=bilstm")
     assert run.returncode != 0
     assert "schedule.student_init=pretrained starts a Transformer student" in run.stderr
+
+
+def test_distil_pretrain_builds_once_and_names_what_cannot_be_pretrained(tmp_path):
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    args = [sys.executable, "-m", "distil.cli", "pretrain", "debug=smoke", f"paths.outputs={tmp_path / 'out'}",
+            "pretrain.corpus=transfer", "pretrain.steps=10", "pretrain.batch_size=8"]
+    first = subprocess.run([*args, "student=transformer-tiny"], cwd=tmp_path, env=env, capture_output=True, text=True,
+                           timeout=300)
+    assert first.returncode == 0, first.stderr[-2000:]
+    assert "masked-LM pre-trained L2/H32 (Turc et al.): built" in first.stdout
+    again = subprocess.run([*args, "student=transformer-tiny"], cwd=tmp_path, env=env, capture_output=True, text=True,
+                           timeout=300)
+    assert "reused" in again.stdout
+    refused = subprocess.run([*args, "student=bilstm"], cwd=tmp_path, env=env, capture_output=True, text=True,
+                             timeout=300)
+    assert refused.returncode == 2
+    assert refused.stderr.strip() == ("distil pretrain: error: student 'bilstm' (bilstm) has no task-independent "
+                                      "pre-training; give student=transformer-* (masked LM, Turc et al.) or "
+                                      "student=sra (Wu et al.)")

@@ -199,3 +199,19 @@ def load_encoder(artifact_path: Path) -> tuple[dict[str, torch.Tensor], dict]:
     from safetensors.torch import load_file
 
     return load_file(artifact_path / WEIGHTS), json.loads((artifact_path / "config.json").read_text())
+
+
+def tokenizer_identity(tokenizer) -> dict:
+    """What makes the tokenizer's ids: its wordpiece table, class and casing (the artifact key's part)."""
+    from distil.students.pretrained import vocab_digest
+
+    return {"vocab": vocab_digest(tokenizer), "class": type(tokenizer).__name__,
+            "lower": getattr(tokenizer, "do_lower_case", None)}
+
+
+def pretrained_transformer(cfg: PretrainConfig, student_cfg, tokenizer, store: ArtifactStore, data_dir: str,
+                           transfer_texts: list[str] | None = None) -> Artifact:
+    """The masked-LM pre-trained encoder for this Transformer student's size: built once."""
+    return ensure_pretrained(cfg, student_cfg.num_layers, student_cfg.hidden_size, tokenizer,
+                             tokenizer_identity(tokenizer), store, data_dir, cfg.seed, transfer_texts)
+

@@ -210,3 +210,60 @@ def held_out_loss(student, mapped: list[list[int]], targets: torch.Tensor, batch
 
 def load_agnostic(path: Path) -> dict[str, torch.Tensor]:
     return load_file(path / WEIGHTS)
+
+
+class TeacherAsPretrained:
+    """The teacher as pre-trained (never fine-tuned), its tokenizer, and what the student's
+    embedding initialisation reads from it: one home for the agnostic stage, `distil pretrain`
+    and `distil-untuned`."""
+
+    def __init__(self, teacher_cfg, hub_offline: bool):
+        from distil.teacher.load import load_encoder, load_tokenizer, source_identity
+
+        self.cfg = teacher_cfg
+        self.tokenizer = load_tokenizer(teacher_cfg, hub_offline)
+        self.encoder = load_encoder(teacher_cfg, hub_offline)
+        self.hidden_size = self.encoder.config.hidden_size
+        random_init = teacher_cfg.random_init
+        self.identity = {"name_or_path": teacher_cfg.name_or_path, "source": source_identity(teacher_cfg),
+                         "random_init": OmegaConf.to_container(random_init) if random_init is not None else None}
+
+    def initial_rows(self, student_cfg, seed: int):
+        """dim, vocab -> the student's starting embedding rows, from the pre-trained teacher's own
+        wordpiece embeddings (so the artifact depends on nothing its key does not name)."""
+        from distil.students.embeddings import initial_embeddings
+
+        if student_cfg.embedding_init == "model2vec":
+            raise DistilError("the task-agnostic SRA student starts from student.embedding_init=svd, pca, random or "
+                              "file, not model2vec (that reads a fine-tuned teacher); choose one of those")
+        embeddings = self.encoder.get_input_embeddings().weight.detach().float()
+        tokens = self.tokenizer.convert_ids_to_tokens(list(range(len(self.tokenizer))))
+
+        def rows(dim: int, vocab: TrimmedVocab) -> torch.Tensor:
+            return initial_embeddings(student_cfg.embedding_init, dim, teacher_ids=vocab.teacher_ids,
+                                      teacher_embeddings=embeddings, teacher_tokens=tokens,
+                                      vectors_file=student_cfg.vectors_file, seed=seed,
+                                      sif_coefficient=student_cfg.sif_coefficient)
+        return rows
+
+    def student(self, student_cfg, seed: int) -> SRAStudent:
+        """A fresh single-sentence SRA student over the whole vocabulary, its embeddings initialised."""
+        torch.manual_seed(seed)
+        vocab = TrimmedVocab(list(range(len(self.tokenizer))))
+        student = SRAStudent(len(vocab), student_cfg.embedding_dim, student_cfg.hidden_size, 2, student_cfg.dropout,
+                             student_cfg.mlp_hidden_size, self.hidden_size, pair=False,
+                             num_layers=student_cfg.num_layers)
+        with torch.no_grad():
+            student.encoder.embedding.weight.copy_(self.initial_rows(student_cfg, seed)(student_cfg.embedding_dim,
+                                                                                         vocab))
+        return student
+
+
+def agnostic_student(cfg, teacher_cfg, student_cfg, hub_offline: bool, store: ArtifactStore, data_dir: str,
+                     teacher: TeacherAsPretrained | None = None) -> Artifact:
+    """Wu et al.'s task-agnostic SRA student for this teacher and student config: built once."""
+    teacher = teacher or TeacherAsPretrained(teacher_cfg, hub_offline)
+    return ensure_agnostic(cfg, teacher_cfg.name, teacher.identity, teacher.hidden_size, lambda: teacher.encoder,
+                           teacher.tokenizer, student_cfg, teacher.initial_rows(student_cfg, cfg.seed), store,
+                           data_dir)
+
