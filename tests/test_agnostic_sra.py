@@ -7,6 +7,7 @@ import random
 import subprocess
 import sys
 
+import pytest
 import torch
 from transformers import BertConfig, BertModel
 
@@ -133,8 +134,11 @@ def test_distil_untuned_writes_the_four_rows(tmp_path):
     assert len(samples) == 8 and all(sample.error is None for sample in samples)
 
 
-def test_untuned_refuses_a_task_without_pairs(tmp_path):
-    run = subprocess.run([sys.executable, "-m", "distil.untuned", "debug=smoke", "dataset=toy"], cwd=tmp_path,
-                         env={**os.environ, "HF_HUB_OFFLINE": "1"}, capture_output=True, text=True, timeout=300)
-    assert run.returncode == 2
-    assert run.stderr.strip().splitlines()[-1].startswith("distil-untuned: error: distil-untuned scores sentence pairs")
+def test_untuned_refuses_a_task_without_pairs(tmp_path, monkeypatch, capsys):
+    from distil.untuned import main
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exit_:
+        main(["debug=smoke", "dataset=toy"])
+    assert exit_.value.code == 2
+    assert capsys.readouterr().err.strip().startswith("distil-untuned: error: distil-untuned scores sentence pairs")

@@ -193,26 +193,26 @@ def test_pd_and_pdf_run_end_to_end_and_share_one_pretrained_student(tmp_path):
     assert len(list((tmp_path / "out" / "cache" / "pretrained").iterdir())) == 1
 
 
-def test_pretraining_a_bilstm_is_refused(tmp_path):
-    run = distil(tmp_path, "schedule=pf", "student=bilstm")
-    assert run.returncode != 0
-    assert "schedule.student_init=pretrained starts a Transformer student" in run.stderr
+def test_pretraining_a_bilstm_is_refused(tmp_path, monkeypatch, capsys):
+    from tests.test_cli import distil_in_process
+
+    code, _, err = distil_in_process(["debug=smoke", "schedule=pf", "student=bilstm"], tmp_path, monkeypatch, capsys)
+    assert code == 2
+    assert "schedule.student_init=pretrained starts a Transformer student" in err.strip().splitlines()[-1]
 
 
-def test_distil_pretrain_builds_once_and_names_what_cannot_be_pretrained(tmp_path):
-    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    args = [sys.executable, "-m", "distil.cli", "pretrain", "debug=smoke", f"paths.outputs={tmp_path / 'out'}",
-            "pretrain.corpus=transfer", "pretrain.steps=10", "pretrain.batch_size=8"]
-    first = subprocess.run([*args, "student=transformer-tiny"], cwd=tmp_path, env=env, capture_output=True, text=True,
-                           timeout=300)
-    assert first.returncode == 0, first.stderr[-2000:]
-    assert "masked-LM pre-trained L2/H32 (Turc et al.): built" in first.stdout
-    again = subprocess.run([*args, "student=transformer-tiny"], cwd=tmp_path, env=env, capture_output=True, text=True,
-                           timeout=300)
-    assert "reused" in again.stdout
-    refused = subprocess.run([*args, "student=bilstm"], cwd=tmp_path, env=env, capture_output=True, text=True,
-                             timeout=300)
-    assert refused.returncode == 2
-    assert refused.stderr.strip() == ("distil pretrain: error: student 'bilstm' (bilstm) has no task-independent "
-                                      "pre-training; give student=transformer-* (masked LM, Turc et al.) or "
-                                      "student=sra (Wu et al.)")
+def test_distil_pretrain_builds_once_and_names_what_cannot_be_pretrained(tmp_path, monkeypatch, capsys):
+    from tests.test_cli import distil_in_process
+
+    args = ["pretrain", "debug=smoke", f"paths.outputs={tmp_path / 'out'}", "pretrain.corpus=transfer",
+            "pretrain.steps=10", "pretrain.batch_size=8"]
+    code, out, err = distil_in_process([*args, "student=transformer-tiny"], tmp_path, monkeypatch, capsys)
+    assert code == 0, err
+    assert "masked-LM pre-trained L2/H32 (Turc et al.): built" in out
+    code, out, _ = distil_in_process([*args, "student=transformer-tiny"], tmp_path, monkeypatch, capsys)
+    assert code == 0 and "(Turc et al.): reused" in out
+    code, _, err = distil_in_process([*args, "student=bilstm"], tmp_path, monkeypatch, capsys)
+    assert code == 2
+    assert err.strip() == ("distil pretrain: error: student 'bilstm' (bilstm) has no task-independent "
+                           "pre-training; give student=transformer-* (masked LM, Turc et al.) or "
+                           "student=sra (Wu et al.)")
