@@ -47,14 +47,16 @@ def test_fine_tuning_starts_from_the_agnostic_encoder_with_a_fresh_head():
     assert all(torch.equal(state[k], v) for k, v in head.items())  # Wu §3.2: the MLP starts at random
 
 
-def distil(tmp_path, corpus, *args):
-    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    return subprocess.run([sys.executable, "-m", "distil.cli", "debug=smoke", f"paths.outputs={tmp_path / 'out'}",
-                           "student=sra", f"agnostic.corpus={corpus}", "agnostic.batch_size=64", "agnostic.epochs=3",
-                           *args], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+def distil(tmp_path, corpus, monkeypatch, capsys, *args):
+    """A run in process (the console script's own main), the agnostic stage set as the pretrain command's."""
+    from tests.test_cli import distil_in_process
+
+    return distil_in_process(["debug=smoke", f"paths.outputs={tmp_path / 'out'}", "student=sra",
+                              f"agnostic.corpus={corpus}", "agnostic.batch_size=64", "agnostic.epochs=3", *args],
+                             tmp_path, monkeypatch, capsys)
 
 
-def test_one_command_builds_the_agnostic_student_and_two_tasks_reuse_it(tmp_path):
+def test_one_command_builds_the_agnostic_student_and_two_tasks_reuse_it(tmp_path, monkeypatch, capsys):
     """`distil pretrain student=sra` builds it (its loss falls); a single-sentence task and a pair
     task then fine-tune it without running the teacher's vectors or the distillation again."""
     rng = random.Random(0)
@@ -68,9 +70,10 @@ def test_one_command_builds_the_agnostic_student_and_two_tasks_reuse_it(tmp_path
     assert build.returncode == 0, build.stderr[-2000:]
     assert "task-agnostic SRA student (Wu et al.): built" in build.stdout
     built = list((tmp_path / "out" / "cache" / "agnostic").iterdir())
-    single = distil(tmp_path, corpus, "schedule=wu-sra", f"hydra.run.dir={tmp_path / 'single'}")
-    assert single.returncode == 0, single.stderr[-2000:]
-    assert "reusing task-agnostic SRA student" in single.stderr + single.stdout
+    code, out, err = distil(tmp_path, corpus, monkeypatch, capsys, "schedule=wu-sra",
+                            f"hydra.run.dir={tmp_path / 'single'}")
+    assert code == 0, err[-2000:]
+    assert "reusing task-agnostic SRA student" in err + out
     assert len(built) == 1
     history = json.loads((built[0] / "manifest.json").read_text())["info"]["history"]
     # the mean eq. 1 loss of each epoch on the 270 training lines and on the 30 held out, pinned
@@ -82,9 +85,10 @@ def test_one_command_builds_the_agnostic_student_and_two_tasks_reuse_it(tmp_path
     assert pretrained["source"] == f"agnostic/{built[0].name}"
     assert (pretrained["sentences"], round(pretrained["validation_loss"], 3)) == (270, 0.068)
     weights = load_agnostic(built[0])
-    pair = distil(tmp_path, corpus, "schedule=wu-sra-kd", "dataset=toy-pair", f"hydra.run.dir={tmp_path / 'pair'}")
-    assert pair.returncode == 0, pair.stderr[-2000:]
-    assert "reusing task-agnostic SRA student" in pair.stderr + pair.stdout
+    code, out, err = distil(tmp_path, corpus, monkeypatch, capsys, "schedule=wu-sra-kd", "dataset=toy-pair",
+                            f"hydra.run.dir={tmp_path / 'pair'}")
+    assert code == 0, err[-2000:]
+    assert "reusing task-agnostic SRA student" in err + out
     assert list((tmp_path / "out" / "cache" / "agnostic").iterdir()) == built
     assert torch.equal(load_agnostic(built[0])["to_sentence.weight"], weights["to_sentence.weight"])
     stages = json.loads((tmp_path / "pair" / "metrics.json").read_text())["student"]["stages"]

@@ -141,7 +141,9 @@ def test_a_student_that_cannot_be_built_is_one_line(tmp_path, monkeypatch, capsy
     assert one_line_error(args, tmp_path, monkeypatch, capsys) == f"distil: error: {message}"
 
 
-@pytest.mark.parametrize("dataset,schedule", [("toy", "d3.2"), ("toy-pair", "d1"), ("toy-ner", "d4.1")])
+# one task in the default suite; pairs and tagging (the same console script) with the slow tests
+@pytest.mark.parametrize("dataset,schedule", [("toy", "d3.2"), pytest.param("toy-pair", "d1", marks=pytest.mark.slow),
+                                              pytest.param("toy-ner", "d4.1", marks=pytest.mark.slow)])
 def test_static_student_runs_end_to_end(tmp_path, dataset, schedule):
     """The real console script: text with gradual unfreezing and representations, pairs, tagging."""
     distil = Path(sys.executable).with_name("distil")

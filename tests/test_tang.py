@@ -161,7 +161,8 @@ def run_distil(args: list[str], cwd) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.skipif(DISTIL is None, reason="distil console script not installed")
-@pytest.mark.parametrize("tokens,init", [("words", "file"), ("wordpieces", "svd")])
+# words + a vectors file with the slow tests: the same console-script path, another vocabulary
+@pytest.mark.parametrize("tokens,init", [pytest.param("words", "file", marks=pytest.mark.slow), ("wordpieces", "svd")])
 def test_tang_runs_end_to_end_on_words_or_wordpieces(tokens, init, tmp_path):
     vectors = write_vectors(tmp_path / "vectors.txt", {"chef": [0.1] * 32, "soup": [0.2] * 32})
     args = ["debug=smoke", "student=tang", "schedule=bilstm-soft", f"student.tokens={tokens}",
