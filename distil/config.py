@@ -315,9 +315,10 @@ class TrainerConfig:
     # there is ~1/20 of a transfer epoch, so they run until dev stops improving (patience).
     labels_only_epochs: int = at_least(1, default=30)
     patience: int = at_least(1, default=3)
-    # Early stopping never ends a stage step before this many optimiser steps (0: no minimum), as
-    # the teacher's fine-tuning (teacher.finetune.min_steps): patience counts epochs, and on a few
-    # hundred labels 3 epochs are a few dozen steps.
+    # A stage step trains at least this many optimiser steps (0: no minimum), as the teacher's
+    # fine-tuning (teacher.finetune.min_steps): its epochs are raised to reach them, and early
+    # stopping never ends it sooner. Epochs and patience count passes, and on a few hundred
+    # examples a pass is a few dozen steps.
     min_steps: int = at_least(0, default=0)
     grad_clip: float = at_least(0, default=5.0)  # 0: no clipping
     threads: int = within(1, 256, default=2)  # more makes torch start threads until memory runs out

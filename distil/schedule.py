@@ -319,7 +319,8 @@ class StageTrainer:
             p.requires_grad_(id(p) in trainable_ids)
         params = [p for p in self.model.parameters() if p.requires_grad]
         optimizer = OPTIMIZERS[self.trainer.optimizer](params, self.trainer)  # fresh per step
-        epochs = stage_epochs(self.stage, self.trainer)
+        # trainer.min_steps: a step that would end before that many optimiser steps gets the epochs to reach them
+        epochs = max(stage_epochs(self.stage, self.trainer), -(-self.trainer.min_steps // self.batches_per_epoch()))
         batch_size = self.trainer.batch_size
         scheduler = None
         if self.trainer.lr_schedule == "cosine":

@@ -20,3 +20,17 @@ def test_early_stopping_waits_for_min_steps(min_steps, epochs_run):
                  lambda: -float(next(falling)), epochs=10, patience=1, min_steps=min_steps, baseline=True)
     assert result.epochs_run == epochs_run
     assert result.best_epoch == 0  # the untrained model stays the best on dev, and is restored
+
+
+def test_min_steps_raises_a_stages_epochs(smoke_cfg, tmp_path, monkeypatch, capsys):
+    """A stage of 2 epochs over the toy labeled set (24 examples, batch 12: 2 steps an epoch) trains
+    5 epochs with trainer.min_steps=10 (patience high enough not to stop it)."""
+    import json
+
+    from tests.test_cli import distil_in_process
+
+    code, _, err = distil_in_process(["debug=smoke", "schedule=d0-s", "trainer.labels_only_epochs=2",
+                                      "trainer.patience=20", "trainer.min_steps=10"], tmp_path, monkeypatch, capsys)
+    assert code == 0, err
+    stage = json.loads(next((tmp_path / "outputs" / "runs").rglob("metrics.json")).read_text())["student"]["stages"][0]
+    assert (stage["examples"], stage["batch_size"], stage["epochs_run"]) == (24, 12, 5)
