@@ -42,7 +42,7 @@ def test_wu_table2_benchmark_writes_its_rows(tmp_path, monkeypatch):
     data.mkdir(parents=True)
     rows = ["question1\tquestion2\tis_duplicate"] + [f"how do i learn {i}?\twhat is {i}?\t{i % 2}" for i in range(8)]
     (data / "quora_dev_balanced10k.tsv").write_text("\n".join(rows) + "\n")
-    bench_wu(["--data-dir", str(tmp_path / "data"), "--pairs", "4", "--quick", "--out", str(tmp_path)])
+    bench_wu(["--data-dir", str(tmp_path / "data"), "--pairs", "4", "--batch", "4", "--quick", "--out", str(tmp_path)])
     frame = pd.read_csv(tmp_path / "bench_wu.csv").set_index("model")
     assert frame.index.tolist() == ["BERT Large", "BERT Base", "BiLSTM_KD", "BiLSTM_SRA"]
     assert frame.loc["BiLSTM_SRA", ["params_x", "time_x"]].tolist() == [1.0, 1.0]
