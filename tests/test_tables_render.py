@@ -311,3 +311,15 @@ def test_select_must_read_a_dev_score(tmp_path):
                     "select: {over: [trainer.lr=1e-3], by: student.test.accuracy}\n")
     with pytest.raises(DistilError, match="select.by must be a dev score"):
         load_preset(path)
+
+
+def test_a_learning_curve_reads_each_epochs_dev_score(tmp_path):
+    """rows_from: epochs (Wu Fig. 2): a row per epoch of the last step's history, a column per run."""
+    history = [{"epoch": 0, "dev": 0.5}, {"epoch": 1, "train_loss": 0.7, "dev": 0.6}, {"epoch": 2, "dev": 0.65}]
+    metrics = {"status": "ok", "student": {"stages": [{"history": [{"epoch": 0, "dev": 0.1}]}, {"history": history}]}}
+    cells = [Cell("", "SRA", 1, [], "k", metrics), Cell("", "BiLSTM", 1, [], "j", None)]
+    write_table(preset(rows=[], rows_from="epochs", columns=[Axis("SRA"), Axis("BiLSTM")], value="student.dev.accuracy",
+                       scales={"cpu": Scale(base=[], seeds=[1])}), cells, tmp_path)
+    rows = md_rows(tmp_path / "paper-table3.md")
+    assert rows[0][:3] == ["epoch", "SRA", "BiLSTM"]
+    assert [r[:2] for r in rows[1:4]] == [["epoch 0", "50.00"], ["epoch 1", "60.00"], ["epoch 2", "65.00"]]

@@ -14,7 +14,9 @@ published, so `distil-table` can run the missing cells and print ours beside the
                                        # <bench>.csv with `bench: bench_tang`, see BENCHES)
     format: percent                    # percent (x100, 2 decimals) | number | ratio (x, 1 decimal) | count
     rows_from: null                    # null: the rows below; "stages" (each stage/step of the one run of a
-                                       # column: XtremeDistil Table 4) or "languages" (per-language scores: Table 17)
+                                       # column: XtremeDistil Table 4), "languages" (per-language scores: Table 17)
+                                       # or "epochs" (the dev score after each epoch of its last step: a learning
+                                       # curve, Wu Fig. 2)
     scales:
       cpu:   {base: [+experiment=sst2-low, trainer.epochs=4], seeds: [1]}
       paper: {base: [teacher=mbert, dataset=wikiann], seeds: [1]}
@@ -51,7 +53,7 @@ READS = ("student", "teacher")
 BENCHES = {"bench": "distil-bench", "bench_tang": "distil-bench-tang", "bench_turc": "distil-bench-turc",
            "bench_wu": "distil-bench-wu", "untuned": "distil-untuned"}
 FORMATS = ("percent", "number", "ratio", "count")
-ROWS_FROM = (None, "stages", "languages")
+ROWS_FROM = (None, "stages", "languages", "epochs")
 SCALES = ("cpu", "paper")
 SETS = ("papers", "frontier")  # `distil-table --all --set S`: the papers' tables (make tables), or ours
 

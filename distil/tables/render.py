@@ -4,7 +4,8 @@ asks) a PNG, in `<out_dir>/<preset.name>.*`.
 Where the numbers come from (preset.kind):
   * sweep: each cell's metrics.json (one per seed), read at the dotted path `preset.value`;
     rows_from=stages makes the rows the stage/step records of each column's run
-    (student.stages), rows_from=languages the per-language scores (student.<split>.per_language);
+    (student.stages), rows_from=languages the per-language scores (student.<split>.per_language),
+    rows_from=epochs the dev score after each epoch of the last step (a learning curve);
   * data: the dataset summaries `distil-data` shows (no teacher, no training); rows are datasets,
     a column label names a summary field (without columns: `preset.value`);
   * bench: the rows of `<out_dir>/bench.csv` whose model is a row's label; a column label names
@@ -38,7 +39,7 @@ from distil.tables.preset import BENCHES, Axis, Cell, TablePreset
 NOT_RUN = "not run"
 ERROR_CHARS = 60
 MISSING = "–"  # no paper number, or no Δ
-ROW_HEADERS = {"stages": "stage", "languages": "language", "data": "dataset", "bench": "model"}
+ROW_HEADERS = {"stages": "stage", "languages": "language", "epochs": "epoch", "data": "dataset", "bench": "model"}
 SCALE = {"percent": 100.0}  # the factor from the metrics.json value to the number shown; 1 otherwise
 DECIMALS = {"percent": 2, "number": 2, "ratio": 1, "count": 0}
 PLOTS = ("line", "scatter")
@@ -168,6 +169,8 @@ def cell_samples(preset: TablePreset, cell: Cell) -> list[Sample]:
         return stage_samples(preset, cell)
     if preset.rows_from == "languages":
         return language_samples(preset, cell)
+    if preset.rows_from == "epochs":
+        return epoch_samples(preset, cell)
     return [read_sample(column_format(preset, cell.column), cell.row, cell.column, cell.metrics,
                         cell_value(preset, cell.row, cell.column))]
 
@@ -249,6 +252,16 @@ def stage_samples(preset: TablePreset, cell: Cell) -> list[Sample]:
         return [Sample(cell.row, cell.column, error="no student.stages in metrics.json")]
     return [read_sample(preset.format, prefix + label, cell.column, record, path, "the stage record")
             for label, record in records]
+
+
+def epoch_samples(preset: TablePreset, cell: Cell) -> list[Sample]:
+    """A learning curve: the dev score after each epoch of the run's last stage step (epoch 0: the
+    model as the step began), from its history in metrics.json."""
+    stages = (cell.metrics.get("student") or {}).get("stages") or []
+    history = [h for h in (stages[-1].get("history") or []) if "dev" in h] if stages else []
+    if not history:
+        return [Sample(cell.row, cell.column, error="no student.stages history in metrics.json")]
+    return [Sample(f"epoch {h['epoch']}", cell.column, value=scaled(h["dev"], preset.format)) for h in history]
 
 
 def language_samples(preset: TablePreset, cell: Cell) -> list[Sample]:
