@@ -15,12 +15,11 @@ from hydra.types import RunMode
 from omegaconf import DictConfig
 from omegaconf.errors import OmegaConfBaseException
 
-from distil.config import register_configs
+from distil.config import CONF_DIR, register_configs
 from distil.errors import DistilError
 from distil.interrupt import Terminated, exit_on_interrupt
 from distil.run_dir import register_run_dir_resolver
 
-CONF_DIR = Path(__file__).resolve().parent / "conf"  # inside the package: wheel installs work
 register_configs()
 register_run_dir_resolver()
 

@@ -11,12 +11,15 @@ import dataclasses
 import operator
 from dataclasses import dataclass, field
 from functools import cache
+from pathlib import Path
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, ListConfig, OmegaConf
 
 from distil.errors import DistilError
 from distil.ranges import above, at_least, check_ranges, fraction, within
+
+CONF_DIR = Path(__file__).resolve().parent / "conf"  # inside the package: wheel installs work
 
 
 @dataclass

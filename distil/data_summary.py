@@ -17,7 +17,7 @@ from omegaconf import DictConfig
 from rich.console import Console
 from rich.table import Table
 
-from distil.cli import CONF_DIR
+from distil.config import CONF_DIR
 from distil.data.split import SPLITS, TaskData
 from distil.errors import DistilError
 from distil.overrides import (
