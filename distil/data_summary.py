@@ -17,7 +17,7 @@ from omegaconf import DictConfig
 from rich.console import Console
 from rich.table import Table
 
-from distil.config import CONF_DIR
+from distil.config import CONF_DIR, register_configs
 from distil.data.split import SPLITS, TaskData
 from distil.errors import DistilError
 from distil.overrides import (
@@ -91,6 +91,7 @@ def compose_run_config(overrides: list[str]) -> DictConfig:
     problem = check_overrides(overrides, CONF_DIR)
     if problem:
         raise DistilError(problem)
+    register_configs()  # the schema (base_config) and resolvers the YAML names: distil.cli does it on import
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         cfg = compose(config_name="config", overrides=overrides)
     replace_files_map(cfg, overrides)

@@ -127,7 +127,7 @@ LOAD_ERRORS = [  # (test id, preset text, message with {p} for the preset's path
     ("unknown-format", "kind: data\nformat: percents\n",
      "table preset {p}: unknown format 'percents'; choose one of: percent, number, ratio, count"),
     ("unknown-rows-from", "kind: data\nrows_from: stage\n",
-     "table preset {p}: unknown rows_from 'stage'; choose one of: null, stages, languages"),
+     "table preset {p}: unknown rows_from 'stage'; choose one of: null, stages, languages, epochs"),
     ("unknown-scale", "kind: data\nscales: {gpu: {seeds: [1]}}\n",
      "table preset {p}: unknown scale 'gpu'; choose one of: cpu, paper"),
     ("paper-value-row", "rows: [{label: A, overrides: [schedule=d1]}]\nscales: {cpu: {seeds: [1]}}\n"
