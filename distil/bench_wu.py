@@ -26,7 +26,7 @@ from rich.console import Console
 from transformers import BertConfig, BertForSequenceClassification
 
 from distil.bench import count_params, interleaved_seconds, pass_ratios, spread, torch_threads, write_atomic
-from distil.bench_tang import batches_of, minilm
+from distil.bench_tang import batches_of, minilm_tokenizer
 from distil.errors import DistilError
 from distil.progress import progress_bar
 from distil.students.siamese import SiameseBiLSTM
@@ -121,7 +121,7 @@ def main(argv: list[str] | None = None) -> None:
         with torch_threads(args.threads), progress_bar() as progress:
             progress.add_task("Wu Table 2: BERT Large, BERT Base and the BiLSTMs on Quora pairs", total=None,
                               status="")
-            tok, _ = minilm()  # BERT's uncased wordpieces
+            tok = minilm_tokenizer()
             frame = table2(firsts, seconds, tok, args.passes, args.batch, args.quick)
     except DistilError as error:
         console.print(f"distil-bench-wu: error: {error}")

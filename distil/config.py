@@ -450,6 +450,11 @@ def register_configs() -> None:
     OmegaConf.register_new_resolver("distil.calc", arithmetic, replace=True)
 
 
+def as_plain_dict(cfg) -> dict:
+    """A config group as plain data, resolved: a schema dataclass (tests build them directly) or a DictConfig."""
+    return dataclasses.asdict(cfg) if dataclasses.is_dataclass(cfg) else OmegaConf.to_container(cfg, resolve=True)
+
+
 def without_defaults(plain: dict, node: DictConfig) -> dict:
     """`plain` (node as data) without the settings that hold their schema default (the dataclasses above),
     at every depth, stages included, and without descriptions (prose). A setting added to the schema

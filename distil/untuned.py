@@ -27,6 +27,7 @@ import torch
 from rich.console import Console
 
 from distil.bench import write_atomic
+from distil.data.batching import pad
 from distil.errors import DistilError
 
 log = logging.getLogger(__name__)
@@ -83,15 +84,15 @@ def student_encoder(student, tokenizer, max_length: int) -> Encode:
     def encode(texts: list[str]) -> torch.Tensor:
         student.eval()
         ids = tokenizer(texts, truncation=True, max_length=max_length)["input_ids"]
-        out = []
-        for start in range(0, len(ids), 256):
-            chunk = [[t + 2 for t in x] for x in ids[start:start + 256]]
-            batch = torch.zeros((len(chunk), max(map(len, chunk))), dtype=torch.long)
-            for k, x in enumerate(chunk):
-                batch[k, :len(x)] = torch.tensor(x)
-            out.append(student.sentence(batch, (batch != 0).long()))
-        return torch.cat(out)
+        return torch.cat([student.sentence(*student_batch(ids[start:start + 256]))
+                          for start in range(0, len(ids), 256)])
     return encode
+
+
+def student_batch(ids: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Teacher wordpiece ids as the SRA student's padded rows: its vocabulary is every teacher
+    wordpiece shifted past [PAD] and [UNK] (distil.students.vocab.TrimmedVocab over all ids)."""
+    return pad([[t + 2 for t in x] for x in ids])
 
 
 def fit_pair_cosine(student, teacher_encode: Encode, tokenizer, firsts: list[str], seconds: list[str],
@@ -104,21 +105,13 @@ def fit_pair_cosine(student, teacher_encode: Encode, tokenizer, firsts: list[str
     ids_a = tokenizer(firsts, truncation=True, max_length=max_length)["input_ids"]
     ids_b = tokenizer(seconds, truncation=True, max_length=max_length)["input_ids"]
 
-    def batch_of(ids: list[list[int]], rows) -> torch.Tensor:
-        chunk = [[t + 2 for t in ids[r]] for r in rows]
-        batch = torch.zeros((len(chunk), max(map(len, chunk))), dtype=torch.long)
-        for k, x in enumerate(chunk):
-            batch[k, :len(x)] = torch.tensor(x)
-        return batch
-
     for _ in range(epochs):
         student.train()
         order = rng.permutation(len(firsts))
         for start in range(0, len(order), batch_size):
             rows = order[start:start + batch_size]
-            a, b = batch_of(ids_a, rows), batch_of(ids_b, rows)
-            cos = torch.nn.functional.cosine_similarity(student.sentence(a, (a != 0).long()),
-                                                        student.sentence(b, (b != 0).long()), dim=-1)
+            a, b = student_batch([ids_a[r] for r in rows]), student_batch([ids_b[r] for r in rows])
+            cos = torch.nn.functional.cosine_similarity(student.sentence(*a), student.sentence(*b), dim=-1)
             loss = torch.nn.functional.mse_loss(cos, targets[torch.from_numpy(rows)])
             optimizer.zero_grad(set_to_none=True)
             loss.backward()

@@ -85,6 +85,11 @@ def test_one_command_builds_the_agnostic_student_and_two_tasks_reuse_it(tmp_path
     assert pretrained["source"] == f"agnostic/{built[0].name}"
     assert (pretrained["sentences"], round(pretrained["validation_loss"], 3)) == (270, 0.068)
     weights = load_agnostic(built[0])
+
+    def no_pretrained_teacher(*_args, **_kwargs):
+        raise AssertionError("the pre-trained teacher was loaded although its agnostic student is built")
+    # a task that finds the artifact never loads the pre-trained teacher's weights
+    monkeypatch.setattr("distil.teacher.load.load_encoder", no_pretrained_teacher)
     code, out, err = distil(tmp_path, corpus, monkeypatch, capsys, "schedule=wu-sra-kd", "dataset=toy-pair",
                             f"hydra.run.dir={tmp_path / 'pair'}")
     assert code == 0, err[-2000:]

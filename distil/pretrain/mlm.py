@@ -10,7 +10,6 @@ run with those reuses it. Training saves a checkpoint in the build directory eve
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
 import os
@@ -19,11 +18,10 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from omegaconf import OmegaConf
 from safetensors.torch import save_file
 from transformers import BertConfig, BertForMaskedLM, BertForPreTraining, get_linear_schedule_with_warmup
 
-from distil.config import PretrainConfig
+from distil.config import PretrainConfig, as_plain_dict
 from distil.errors import DistilError
 from distil.pretrain.corpus import ExampleSampler, lines_digest, read_lines, tokenize
 from distil.pretrain.masking import IGNORE
@@ -69,14 +67,10 @@ def corpus_lines(cfg: PretrainConfig, data_dir: str, transfer_texts: list[str] |
 
 def pretrain_spec(cfg: PretrainConfig, layers: int, hidden: int, tokenizer_identity: dict, digest: str,
                   seed: int) -> dict:
-    settings = {key: value for key, value in plain(cfg).items()
+    settings = {key: value for key, value in as_plain_dict(cfg).items()
                 if key not in ("name", "description", "corpus", "max_sentences", "checkpoint_every_seconds")}
     return {"layers": layers, "hidden": hidden, "tokenizer": tokenizer_identity, "corpus": digest,
             "settings": settings, "seed": seed, "layout": LAYOUT_VERSION}
-
-
-def plain(cfg) -> dict:
-    return dataclasses.asdict(cfg) if dataclasses.is_dataclass(cfg) else OmegaConf.to_container(cfg, resolve=True)
 
 
 def ensure_pretrained(cfg: PretrainConfig, layers: int, hidden: int, tokenizer, tokenizer_identity: dict,

@@ -16,7 +16,7 @@ every epoch, so a killed build resumes.
 
 from __future__ import annotations
 
-import dataclasses
+import functools
 import logging
 import os
 import time
@@ -27,6 +27,8 @@ import torch
 from omegaconf import OmegaConf
 from safetensors.torch import load_file, save_file
 
+from distil.config import as_plain_dict
+from distil.data.batching import pad
 from distil.errors import DistilError
 from distil.losses import representation_cosine
 from distil.pretrain.corpus import lines_digest, read_lines
@@ -59,11 +61,7 @@ def sentence_vectors(encoder, ids: list[list[int]], pad_id: int, pooling: str, b
     out = torch.empty((len(ids), encoder.config.hidden_size))
     for start in range(0, len(ids), batch_size):
         rows = order[start:start + batch_size]
-        width = max(len(ids[r]) for r in rows)
-        batch = torch.full((len(rows), width), pad_id, dtype=torch.long)
-        for k, r in enumerate(rows):
-            batch[k, :len(ids[r])] = torch.tensor(ids[r])
-        mask = (batch != pad_id).long()
+        batch, mask = pad([ids[r] for r in rows], pad_id)
         states = encoder(input_ids=batch, attention_mask=mask).last_hidden_state
         if pooling == "cls":
             vectors = states[:, 0]
@@ -76,14 +74,10 @@ def sentence_vectors(encoder, ids: list[list[int]], pad_id: int, pooling: str, b
 
 
 def agnostic_spec(cfg, teacher_identity: dict, student_cfg, digest: str, sentence_size: int) -> dict:
-    settings = {k: v for k, v in _plain(cfg).items() if k not in ("name", "description", "corpus", "max_sentences")}
+    settings = {k: v for k, v in as_plain_dict(cfg).items() if k not in ("name", "description", "corpus", "max_sentences")}
     student = {k: student_cfg[k] for k in ("embedding_dim", "hidden_size", "num_layers", "dropout", "embedding_init")}
     return {"teacher": teacher_identity, "corpus": digest, "student": student, "sentence_size": sentence_size,
             "settings": settings, "layout": LAYOUT_VERSION}
-
-
-def _plain(cfg) -> dict:
-    return dataclasses.asdict(cfg) if dataclasses.is_dataclass(cfg) else OmegaConf.to_container(cfg, resolve=True)
 
 
 def ensure_agnostic(cfg, teacher_name: str, teacher_identity: dict, teacher_hidden: int, load_encoder, tokenizer,
@@ -115,7 +109,7 @@ def ensure_agnostic(cfg, teacher_name: str, teacher_identity: dict, teacher_hidd
 def distil_agnostic(cfg, load_encoder, tokenizer, student_cfg, initial_rows, lines: list[str], held_out: list[str],
                     out: Path) -> dict:
     ids = tokenizer(lines + held_out, truncation=True, max_length=cfg.max_length)["input_ids"]
-    pad = tokenizer.pad_token_id
+    pad_id = tokenizer.pad_token_id
     vectors_path = out / VECTORS
     if vectors_path.is_file():
         every = load_file(vectors_path)["vectors"]
@@ -123,7 +117,7 @@ def distil_agnostic(cfg, load_encoder, tokenizer, student_cfg, initial_rows, lin
         encoder = load_encoder()
         with progress_bar() as progress:
             bar = progress.add_task(f"teacher sentence vectors ({cfg.pooling})", total=len(ids), status="")
-            every = sentence_vectors(encoder, ids, pad, cfg.pooling, progress=lambda n: progress.advance(bar, n))
+            every = sentence_vectors(encoder, ids, pad_id, cfg.pooling, progress=lambda n: progress.advance(bar, n))
         partial = vectors_path.with_suffix(".partial")
         save_file({"vectors": every.contiguous()}, partial)
         os.replace(partial, vectors_path)
@@ -158,8 +152,7 @@ def distil_agnostic(cfg, load_encoder, tokenizer, student_cfg, initial_rows, lin
             order, total = rng.permutation(len(mapped)), 0.0
             for start in range(0, len(order), cfg.batch_size):
                 rows = order[start:start + cfg.batch_size]
-                batch = padded([mapped[r] for r in rows])
-                sentences = student.sentence(batch, (batch != 0).long())
+                sentences = student.sentence(*pad([mapped[r] for r in rows]))
                 loss = representation_cosine(sentences, targets[torch.from_numpy(rows)])
                 optimizer.zero_grad(set_to_none=True)
                 loss.backward()
@@ -186,13 +179,6 @@ def distil_agnostic(cfg, load_encoder, tokenizer, student_cfg, initial_rows, lin
             "final_loss": history[-1]["loss"], "validation_loss": history[-1]["validation_loss"]}
 
 
-def padded(rows: list[list[int]]) -> torch.Tensor:
-    batch = torch.zeros((len(rows), max(map(len, rows))), dtype=torch.long)
-    for k, row in enumerate(rows):
-        batch[k, :len(row)] = torch.tensor(row)
-    return batch
-
-
 @torch.inference_mode()
 def held_out_loss(student, mapped: list[list[int]], targets: torch.Tensor, batch_size: int) -> float | None:
     """Eq. 1's loss on the held-out corpus lines (Wu Table 4's "distillation loss on the Wikipedia
@@ -202,9 +188,9 @@ def held_out_loss(student, mapped: list[list[int]], targets: torch.Tensor, batch
     student.eval()
     total = 0.0
     for start in range(0, len(mapped), batch_size):
-        batch = padded(mapped[start:start + batch_size])
-        loss = representation_cosine(student.sentence(batch, (batch != 0).long()), targets[start:start + len(batch)])
-        total += loss.item() * len(batch)
+        rows = mapped[start:start + batch_size]
+        loss = representation_cosine(student.sentence(*pad(rows)), targets[start:start + len(rows)])
+        total += loss.item() * len(rows)
     return total / len(mapped)
 
 
@@ -218,15 +204,26 @@ class TeacherAsPretrained:
     and `distil-untuned`."""
 
     def __init__(self, teacher_cfg, hub_offline: bool):
-        from distil.teacher.load import load_encoder, load_tokenizer, source_identity
+        from distil.teacher.load import load_tokenizer, source_identity
 
-        self.cfg = teacher_cfg
+        self.cfg, self.hub_offline = teacher_cfg, hub_offline
         self.tokenizer = load_tokenizer(teacher_cfg, hub_offline)
-        self.encoder = load_encoder(teacher_cfg, hub_offline)
-        self.hidden_size = self.encoder.config.hidden_size
         random_init = teacher_cfg.random_init
         self.identity = {"name_or_path": teacher_cfg.name_or_path, "source": source_identity(teacher_cfg),
                          "random_init": OmegaConf.to_container(random_init) if random_init is not None else None}
+
+    @functools.cached_property
+    def encoder(self):
+        """Loaded on first use: a run that finds the task-agnostic artifact built never needs the weights."""
+        from distil.teacher.load import load_encoder
+
+        return load_encoder(self.cfg, self.hub_offline)
+
+    @functools.cached_property
+    def hidden_size(self) -> int:
+        from distil.teacher.load import hidden_size
+
+        return hidden_size(self.cfg) or self.encoder.config.hidden_size
 
     def initial_rows(self, student_cfg, seed: int):
         """dim, vocab -> the student's starting embedding rows, from the pre-trained teacher's own
@@ -236,10 +233,9 @@ class TeacherAsPretrained:
         if student_cfg.embedding_init == "model2vec":
             raise DistilError("the task-agnostic SRA student starts from student.embedding_init=svd, pca, random or "
                               "file, not model2vec (that reads a fine-tuned teacher); choose one of those")
-        embeddings = self.encoder.get_input_embeddings().weight.detach().float()
-        tokens = self.tokenizer.convert_ids_to_tokens(list(range(len(self.tokenizer))))
-
         def rows(dim: int, vocab: TrimmedVocab) -> torch.Tensor:
+            embeddings = self.encoder.get_input_embeddings().weight.detach().float()
+            tokens = self.tokenizer.convert_ids_to_tokens(list(range(len(self.tokenizer))))
             return initial_embeddings(student_cfg.embedding_init, dim, teacher_ids=vocab.teacher_ids,
                                       teacher_embeddings=embeddings, teacher_tokens=tokens,
                                       vectors_file=student_cfg.vectors_file, seed=seed,
