@@ -74,7 +74,8 @@ def sentence_vectors(encoder, ids: list[list[int]], pad_id: int, pooling: str, b
 
 
 def agnostic_spec(cfg, teacher_identity: dict, student_cfg, digest: str, sentence_size: int) -> dict:
-    settings = {k: v for k, v in as_plain_dict(cfg).items() if k not in ("name", "description", "corpus", "max_sentences")}
+    unkeyed = ("name", "description", "corpus", "max_sentences")  # the corpus counts by its digest
+    settings = {k: v for k, v in as_plain_dict(cfg).items() if k not in unkeyed}
     student = {k: student_cfg[k] for k in ("embedding_dim", "hidden_size", "num_layers", "dropout", "embedding_init")}
     return {"teacher": teacher_identity, "corpus": digest, "student": student, "sentence_size": sentence_size,
             "settings": settings, "layout": LAYOUT_VERSION}
