@@ -150,6 +150,10 @@ LOAD_ERRORS = [  # (test id, preset text, message with {p} for the preset's path
      "<metrics.json path>, format: <format>); fix the file"),
     ("axis-scale", "kind: data\nrows: [{label: A, overrides: {gpu: [a=1]}}]\n",
      "table preset {p}: rows[0] has overrides for unknown scale(s) gpu; choose from: cpu, paper"),
+    ("unknown-compare", "kind: data\ncompare: both\n",
+     "table preset {p}: unknown compare 'both'; choose one of: null, columns, rows"),
+    ("compare-not-sweep", "kind: bench\ncompare: rows\n",
+     "table preset {p}: compare ranks the runs of a sweep; a bench table has none: remove it"),
     ("axis-overrides", "kind: data\nrows: [{label: A, overrides: schedule=d1}]\n",
      "table preset {p}: rows[0]: overrides must be a list of key=value strings, or {cpu: [...], paper: [...]}; "
      "fix the file"),

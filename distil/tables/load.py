@@ -17,7 +17,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from distil.errors import DistilError
 from distil.overrides import CONFIG_DIR_ENV
-from distil.tables.preset import BENCHES, FORMATS, KINDS, READS, ROWS_FROM, SCALES, SETS, Axis, TablePreset
+from distil.tables.preset import BENCHES, COMPARES, FORMATS, KINDS, READS, ROWS_FROM, SCALES, SETS, Axis, TablePreset
 
 PRESET_DIR = Path(__file__).resolve().parent.parent / "conf" / "table"
 AXES = ("rows", "columns")  # built here, not by OmegaConf: their overrides are a list or a per-scale map
@@ -108,6 +108,9 @@ def check_preset(preset: TablePreset, source: Path | str) -> None:
     _check_choice(where, "rows_from", preset.rows_from, ROWS_FROM)
     _check_choice(where, "set", preset.set, SETS)
     _check_choice(where, "bench", preset.bench, tuple(BENCHES))
+    _check_choice(where, "compare", preset.compare, COMPARES)
+    if preset.compare is not None and preset.kind != "sweep":
+        raise DistilError(f"{where}: compare ranks the runs of a sweep; a {preset.kind} table has none: remove it")
     for scale in preset.scales:
         _check_choice(where, "scale", scale, SCALES)
     if preset.name != Path(source).stem:

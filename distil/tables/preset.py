@@ -34,6 +34,8 @@ published, so `distil-table` can run the missing cells and print ours beside the
     #   - {label: params, value: student.params, format: count}
     # and a row the teacher's score from a student row's runs (same overrides: no run of its own):
     #   - {label: BERT (teacher), overrides: [schedule=d0], reads: teacher}
+    compare: columns                   # optional: rank columns within each row (rows: rows within each
+                                       # column) against the paper's order, with the spread over seeds
     plot: null                         # null | {x: columns, kind: line} | {x: <path>, y: <path>, kind: scatter}
                                        # scatter: paper_x: {row: the paper's x} plots the paper's points too
 
@@ -55,6 +57,7 @@ BENCHES = {"bench": "distil-bench", "bench_tang": "distil-bench-tang", "bench_tu
 FORMATS = ("percent", "number", "ratio", "count")
 ROWS_FROM = (None, "stages", "languages", "epochs")
 SCALES = ("cpu", "paper")
+COMPARES = (None, "columns", "rows")  # see distil.tables.orderings
 SETS = ("papers", "frontier")  # `distil-table --all --set S`: the papers' tables (make tables), or ours
 
 
@@ -112,6 +115,9 @@ class TablePreset:
     # {over: [trainer.lr=2e-4, ...], by: student.dev.accuracy}. Every (row, column, seed) runs once
     # per option; the table shows the run with the best `by` (dev only, never test). (Not `on`: YAML reads it as true.)
     select: dict[str, Any] | None = None
+    # rank the columns within each row, or the rows within each column, against the paper's order
+    # (distil.tables.orderings): null (no orderings paragraph), columns or rows
+    compare: str | None = None
 
 
 @dataclass

@@ -20,7 +20,8 @@ paper and Δ columns, so a table without paper values stays as narrow as ours al
 Seeds: a cell over several seeds shows "mean ± std (n=k)", std being the sample standard
 deviation (ddof=1) over the k seeds that produced a number; seeds that failed are counted
 beside it. A cell without a number shows why: its error cut to 60 characters, or "not run".
-The table shows numbers only: it never ranks rows or claims that one is better.
+The table itself shows numbers only; with `compare`, a paragraph under it (distil.tables.orderings)
+says, pair by pair, whether the paper's order holds in ours and whether the seeds' spread supports it.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from typing import Any
 import pandas as pd
 
 from distil.errors import DistilError
+from distil.tables import orderings
 from distil.tables.preset import BENCHES, Axis, Cell, TablePreset
 
 NOT_RUN = "not run"
@@ -87,7 +89,9 @@ def write_table(preset: TablePreset, cells: list[Cell], out_dir: Path, scale: st
     grid = aggregate(samples)
     shown = display_frame(preset, grid, rows, columns)
     paths = {ext: out_dir / f"{preset.name}.{ext}" for ext in ("md", "csv", "tex")}
-    write_atomic(paths["md"], markdown(preset, shown, footer(preset, cells, grid, scale)))
+    order = orderings.paragraph(preset, orderings.verdicts(preset, grid, rows, columns, paper_value),
+                                lambda d: number_text(d, preset.format, signed=True))
+    write_atomic(paths["md"], markdown(preset, shown, footer(preset, cells, grid, scale), order))
     write_atomic(paths["csv"], long_frame(preset, grid, rows, columns).to_csv(index=False))
     write_atomic(paths["tex"], latex(preset, shown))
     written = list(paths.values())
@@ -469,7 +473,7 @@ def markdown_table(shown: pd.DataFrame) -> str:
     return shown.to_markdown(disable_numparse=True, colalign=("left",) + ("right",) * len(shown.columns))
 
 
-def markdown(preset: TablePreset, shown: pd.DataFrame, foot: str) -> str:
+def markdown(preset: TablePreset, shown: pd.DataFrame, foot: str, order: str = "") -> str:
     lines = [f"<!-- table: {preset.name} -->", f"### {heading(preset)}", "", markdown_table(shown), ""]
     legend = [f"Paper's metric: {preset.paper_metric}."] if preset.paper_metric else []
     if preset.paper_values:
@@ -481,6 +485,8 @@ def markdown(preset: TablePreset, shown: pd.DataFrame, foot: str) -> str:
                       "(chosen on dev; test only reported).")
     if legend:
         lines.append(" ".join(legend))
+    if order:
+        lines += ["", order]
     if preset.notes:
         lines += ["", preset.notes.strip()]
     lines += ["", foot, ""]

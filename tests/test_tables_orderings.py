@@ -1,0 +1,64 @@
+"""distil.tables.orderings through write_table: the paper's order against ours, judged by the spread."""
+
+from __future__ import annotations
+
+from distil.tables.preset import Axis, Cell, Scale, TablePreset
+from distil.tables.render import write_table
+
+
+def run(row: str, column: str, seed: int, accuracy: float) -> Cell:
+    return Cell(row=row, column=column, seed=seed, overrides=[], key=f"{row}-{column}-{seed}",
+                metrics={"status": "ok", "student": {"test": {"accuracy": accuracy}}})
+
+
+def preset(compare: str | None, rows: list[str], columns: list[str], paper: dict) -> TablePreset:
+    return TablePreset(name="paper-table10", paper="Mukherjee & Awadallah (2019)", table="Table 10", title="500 labels",
+                       scales={"cpu": Scale(seeds=[1, 2])}, rows=[Axis(r) for r in rows],
+                       columns=[Axis(c) for c in columns], paper_values=paper, compare=compare)
+
+
+COLUMNS = ["RNN", "no distil.", "distil."]
+PAPER = {"AG": {"RNN": 85.03, "no distil.": 85.85, "distil.": 90.45},
+         "IMDB": {"RNN": 52.94, "no distil.": 61.53, "distil.": 89.08}}
+CELLS = [
+    # AG: distil. 84.50 ± 1.41 against no distil. 81.50 ± 0.71: +3.00 > 2 x 1.12 (the standard error
+    # sqrt(2.0/2 + 0.5/2)); with the stds themselves (2 x 1.58) it would be within
+    run("AG", "distil.", 1, 0.835), run("AG", "distil.", 2, 0.855),
+    run("AG", "no distil.", 1, 0.81), run("AG", "no distil.", 2, 0.82),
+    # no distil. 81.50 against RNN 84.00 ± 2.83: -2.50, within 2 x 2.06
+    run("AG", "RNN", 1, 0.82), run("AG", "RNN", 2, 0.86),
+    # IMDB: one seed each, reversed; RNN not run, so its pair is left out
+    run("IMDB", "distil.", 1, 0.70), run("IMDB", "no distil.", 1, 0.75),
+]
+
+
+def test_columns_are_ranked_within_each_row_and_judged_by_the_standard_error(tmp_path):
+    write_table(preset("columns", ["AG", "IMDB"], COLUMNS, PAPER), CELLS, tmp_path)
+    text = (tmp_path / "paper-table10.md").read_text()
+    assert ("**Orderings against the paper's** (within each row, each pair of neighbours in the paper's order, "
+            "the paper's better one first; our difference; \"beyond the spread\": more than 2 standard errors "
+            "over seeds).\nThe paper's order holds in 1 of 3 pairs: 1 beyond the spread, 0 reversed beyond "
+            "the spread, 1 on one seed (not judged).\n\n"
+            "- AG: distil. > no distil.: holds (+3.00, beyond the spread); "
+            "no distil. > RNN: reversed (-2.50, within the spread)\n"
+            "- IMDB: distil. > no distil.: reversed (-5.00, one seed, not judged)\n") in text
+
+
+def test_rows_are_ranked_within_each_column_and_a_paper_tie_states_no_order(tmp_path):
+    paper = {"D0": {"2x": 70.0, "5x": 71.0}, "D1": {"2x": 75.0, "5x": 71.0}, "D2": {"2x": 80.0, "5x": 74.0}}
+    cells = [run("D0", "2x", s, v) for s, v in ((1, 0.60), (2, 0.62))] + \
+            [run("D1", "2x", s, v) for s, v in ((1, 0.70), (2, 0.74))] + \
+            [run("D2", "2x", s, v) for s, v in ((1, 0.50), (2, 0.52))] + \
+            [run(r, "5x", s, 0.5) for r in ("D0", "D1", "D2") for s in (1, 2)]
+    write_table(preset("rows", ["D0", "D1", "D2"], ["2x", "5x"], paper), cells, tmp_path)
+    text = (tmp_path / "paper-table10.md").read_text()
+    # at 2x: D2 > D1 reversed by 21 points, far beyond; D1 > D0 holds by 11. At 5x the paper ties
+    # D0 and D1 (no order between them), and ours ties D2 with D0
+    assert ("- 2x: D2 > D1: reversed (-21.00, beyond the spread); D1 > D0: holds (+11.00, beyond the spread)\n"
+            "- 5x: D2 > D0: tied (+0.00, within the spread)\n") in text
+    assert "The paper's order holds in 1 of 3 pairs: 1 beyond the spread, 1 reversed beyond the spread" in text
+
+
+def test_without_compare_there_is_no_orderings_paragraph(tmp_path):
+    write_table(preset(None, ["AG", "IMDB"], COLUMNS, PAPER), CELLS, tmp_path)
+    assert "Orderings" not in (tmp_path / "paper-table10.md").read_text()
