@@ -65,7 +65,8 @@ def verdicts(preset: TablePreset, grid: dict, rows: list[str], columns: list[str
             difference = a.mean - b.mean
             judged = len(a.values) > 1 and len(b.values) > 1
             error = math.sqrt(a.std ** 2 / len(a.values) + b.std ** 2 / len(b.values)) if judged else math.nan
-            found.append(Verdict("all rows" if group is None else str(group), str(better), str(worse), difference, difference > 0, judged,
+            label = "all rows" if group is None else str(group)
+            found.append(Verdict(label, str(better), str(worse), difference, difference > 0, judged,
                                  judged and abs(difference) > SPREAD_FACTOR * error))
     return found
 
