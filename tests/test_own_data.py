@@ -18,6 +18,7 @@ from tests.test_cli import DISTIL, cache_files, distil_in_process
 
 PACKAGE_DATASETS = ("ag_news, bbc-news, conll2002, conll2003, dbpedia, elec, imdb, mnli, mrpc, qqp, quora, sst2, "
                     "toy, toy-ner, toy-pair, toy-sts, wikiann, wnut16")
+PACKAGE_EXPERIMENTS = "mukherjee-dbpedia-cpu, smoke-pair, sst2-low, tang, xtremedistil-cpu"
 GOOD = ["the cat sat on the mat", "she reads books every day", "we went home early", "they like green apples"]
 BAD = ["cat the mat on sat", "books she every reads day", "home we early went the", "apples like they green"]
 
@@ -79,11 +80,11 @@ def test_package_entries_on_the_search_path(tmp_path):
 def test_experiment_presets_are_checked_including_the_users(tmp_path):
     assert check_overrides(["+experiment=sst2-low"], CONF_DIR) is None
     assert check_overrides(["+experiment=sst2-lo"], CONF_DIR) == (
-        "unknown experiment 'sst2-lo'; choose one of: smoke-pair, sst2-low, tang, xtremedistil-cpu")
+        f"unknown experiment 'sst2-lo'; choose one of: {PACKAGE_EXPERIMENTS}")
     (tmp_path / "experiment").mkdir()
     (tmp_path / "experiment" / "cola-quick.yaml").write_text("# @package _global_\ntrainer: {epochs: 1}\n")
     assert check_overrides([f"hydra.searchpath=[file://{tmp_path}]", "+experiment=nope"], CONF_DIR) == (
-        "unknown experiment 'nope'; choose one of: cola-quick, smoke-pair, sst2-low, tang, xtremedistil-cpu")
+        f"unknown experiment 'nope'; choose one of: cola-quick, {PACKAGE_EXPERIMENTS}")
 
 
 def test_environment_directories_join_the_users_searchpath(tmp_path):
@@ -240,7 +241,8 @@ def test_borrowed_dataset_with_own_files_map_and_name(tmp_path, monkeypatch, cap
                                                  "one of: 0, 1, 2, 3"),
     (["dataset=mine", "dataset.files.train=scores.tsv"], "label column '1' holds 4 distinct numbers from 0 to 4.6, "
                                                          "scores rather than classes; set dataset.task=regression"),
-    (["+experiment=mine"], "unknown experiment 'mine'; choose one of: smoke-pair, sst2-low"),
+    (["+experiment=mine"], "unknown experiment 'mine'; choose one of: mukherjee-dbpedia-cpu, smoke-pair, "
+                           "sst2-low"),
 ])
 def test_own_data_mistakes_are_one_line(tmp_path, monkeypatch, capsys, args, message):
     conf = user_conf(tmp_path)
