@@ -289,6 +289,36 @@ def test_render_only_writes_the_table_of_the_cells_done_and_runs_nothing(tmp_pat
     assert md.endswith("cells: 1 done, 0 failed, 1 not run.\n")
 
 
+def test_only_runs_the_cells_of_the_named_row_or_column_and_writes_the_whole_table(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("DISTIL_OUTPUTS", raising=False)
+    monkeypatch.setenv("DISTIL_CONFIG_DIR", str(tmp_path / "conf"))
+    write_preset(tmp_path / "conf" / "table", "tiny", "scales: {cpu: {base: [debug=smoke], seeds: [1]}}\n"
+                 "rows: [{label: hard, overrides: [schedule=hard]}, {label: D1, overrides: [schedule=d1]}]\n"
+                 "columns: [{label: all, overrides: [transfer_size=all]},\n"
+                 "          {label: 5k, overrides: [transfer_size=5k]}]\n")
+    ran = []
+
+    def fake_run(cell, root):
+        ran.append((cell.row, cell.column))
+        directory = root / "cells" / cell.key
+        directory.mkdir(parents=True)
+        (directory / "metrics.json").write_text('{"status": "ok", "student": {"test": {"accuracy": 0.5}}}')
+        return "done", None
+
+    monkeypatch.setattr(run, "run_cell", fake_run)
+    code, _, err = table(["tiny", "--only", "5k", "--only", "hard"], capsys)
+    assert code == 0, err
+    assert ran == [("hard", "all"), ("hard", "5k"), ("D1", "5k")]
+    md = (tmp_path / "outputs" / "tables" / "tiny.md").read_text()
+    assert "| D1   | not run | 50.00 |" in md and md.endswith("cells: 3 done, 0 failed, 1 not run.\n")
+
+    code, _, err = table(["tiny", "--only", "5K"], capsys)
+    assert code == 2
+    assert err.strip() == ("distil-table: error: --only '5K' is not a row or column of tiny; its rows: hard, D1; "
+                           "its columns: all, 5k")
+
+
 @pytest.mark.slow  # ~30 s; test_student_timing's timed table runs distil-table end to end in the default suite
 def test_distil_table_end_to_end(tmp_path, monkeypatch, capsys):
     """2 rows x 1 column x 2 seeds run once; a second invocation runs none; a failing cell of another

@@ -5,6 +5,7 @@
     distil-table NAME --dry-run      # the cells, their keys, and which are done; runs nothing
     distil-table --list              # the presets and their cell counts per scale
     distil-table NAME --render-only  # write NAME's table from the cells done so far; run nothing
+    distil-table NAME --only SST-2   # run only the cells of that row or column first (repeatable)
 
 Each cell runs as the real `distil` console script in a subprocess, one at a time, into
 `<outputs>/cells/<key>/` (outputs: $DISTIL_OUTPUTS or ./outputs, as for `distil`). A cell whose
@@ -210,10 +211,22 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--list", action="store_true", help="list the presets and their cell counts per scale")
     parser.add_argument("--render-only", action="store_true",
                         help="write the tables from the cells done so far (the rest show 'not run'); run nothing")
+    parser.add_argument("--only", action="append", metavar="LABEL", default=[],
+                        help="run only the cells of the row or column with this label (repeatable), e.g. a big "
+                             "table's SST-2 column first; the table is still written with every cell done so far")
     args = parser.parse_args(argv)
     if not (args.names or args.all or args.list):
         parser.error("name a preset (distil-table --list shows them), or give --all")
     return args
+
+
+def check_only(preset: TablePreset, labels: list[str]) -> None:
+    """Every --only label names a row or a column of the preset: a typo would otherwise run nothing."""
+    rows, columns = [a.label for a in preset.rows], [a.label for a in preset.columns]
+    for name in labels:
+        if name not in rows + columns:
+            raise DistilError(f"--only {name!r} is not a row or column of {preset.name}; its rows: "
+                              f"{', '.join(rows) or 'none'}; its columns: {', '.join(columns) or 'none'}")
 
 
 def run(args: argparse.Namespace) -> list[str]:
@@ -223,6 +236,8 @@ def run(args: argparse.Namespace) -> list[str]:
         return []
     tables = [p for p in presets() if p.set == args.table_set] if args.all else [load_preset(n) for n in args.names]
     plan = [(preset, expand(preset, args.scale)) for preset in tables]
+    for preset, _ in plan:
+        check_only(preset, args.only)
     root = outputs_root()
     failed: list[str] = []
     for preset, cells in plan:
@@ -237,8 +252,9 @@ def run(args: argparse.Namespace) -> list[str]:
                           f"skipped", markup=False)
             continue
         failed += run_bench(root, preset.bench) if preset.kind == "bench" else []
-        failed += run_sweep(preset, cells, root)
-        failed += run_timing(preset, cells, root) if preset.timing else []
+        chosen = [c for c in cells if c.row in args.only or c.column in args.only] if args.only else cells
+        failed += run_sweep(preset, chosen, root)
+        failed += run_timing(preset, chosen, root) if preset.timing else []
         render(preset, collect(cells, root), root)
     return failed
 
