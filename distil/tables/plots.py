@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
 import matplotlib
@@ -73,8 +74,9 @@ def scatter(points: list[tuple[str, float, float]], xlabel: str, ylabel: str, ti
 
 
 def finish(fig, ax, ylabel: str, title: str, path: Path) -> Path:
-    ax.set_ylabel(ylabel)
-    ax.set_title(title, fontsize=9)
+    # a paper's table title and metric run to 150 characters: wrapped, or they run off the figure
+    ax.set_ylabel(textwrap.fill(ylabel, 45), fontsize=8)
+    ax.set_title(textwrap.fill(title, 11 * fig.get_figwidth()), fontsize=8)
     if ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize=7)
     ax.grid(alpha=0.3)
