@@ -3,6 +3,7 @@
 import json
 import os
 import shutil
+import site
 import subprocess
 import sys
 from pathlib import Path
@@ -12,9 +13,13 @@ REPO = Path(__file__).resolve().parent.parent
 
 def test_wheel_install_runs_from_another_directory(tmp_path):
     venv = tmp_path / "venv"
-    # the venv sees the installed dependencies (torch, transformers, ...), but distil itself
-    # comes from the wheel built here, which shadows any editable install
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True)
+    # the venv sees this interpreter's installed dependencies (torch, transformers, ...), whether it is
+    # the system's or a venv's (--system-site-packages would see only the system's), as plain paths after
+    # its own: distil itself comes from the wheel built here, and an editable install's hook is not run
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    inner = subprocess.run([venv / "bin" / "python", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                           capture_output=True, text=True, check=True).stdout.strip()
+    Path(inner, "outer-site-packages.pth").write_text("\n".join(site.getsitepackages()) + "\n")
     source = tmp_path / "source"  # a copy, so the build leaves nothing in the checkout (as pip install . would)
     shutil.copytree(REPO, source, ignore=shutil.ignore_patterns("outputs", ".git", "*.egg-info", "build",
                                                                 "__pycache__", ".pytest_cache"), symlinks=True)

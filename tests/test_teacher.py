@@ -63,7 +63,9 @@ def test_tiny_teacher_fine_tunes_and_caches(smoke_cfg):
         expected, states = run_teacher(model, task, examples, np.arange(len(examples)), tokenizer.pad_token_id,
                                        64, layer=-1)
         assert torch.allclose(logits, torch.stack(expected).half().float())
-        assert torch.allclose(hidden, torch.cat(states).half().float())
+        # fp16 keeps ~3 digits: the cache's batches and this one's sum in another order, which can move
+        # a value across a rounding boundary (seen on a fresh machine), so compare within fp16's precision
+        assert torch.allclose(hidden, torch.cat(states), rtol=1e-3, atol=1e-3)
         # rows in any order, across shards
         assert torch.equal(layered[split].logits([7, 2, 15]), logits[[7, 2, 15]])
     shard = load_file(with_layer.path / shard_name("transfer", 3))
