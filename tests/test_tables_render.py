@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import re
 
 import pandas as pd
 import pytest
@@ -55,6 +56,18 @@ def test_seeds_are_mean_std_and_n_beside_the_paper_with_the_difference(tmp_path)
     assert ("Paper's metric: accuracy (SST-2). Δ = ours − paper (percentage points). "
             "Several seeds: mean ± sample std (n = seeds with a number).\n") in text
     assert text.endswith("Scale: cpu; seeds: 1, 2; cells: 2 done, 1 failed, 1 not run.\n")
+
+
+def test_a_pipe_in_a_label_is_escaped_so_the_md_row_keeps_its_cells(tmp_path):
+    # Mukherjee Table 12's schedules read "RL | LL + CE": unescaped, the '|' split its column
+    schedules = [Axis("RL | LL + CE"), Axis("RL + LL + CE")]
+    cells = [cell("D0", 1, ok(accuracy=0.8), column="RL | LL + CE"),
+             cell("D0", 1, ok(accuracy=0.7), column="RL + LL + CE")]
+    write_table(preset(rows=[Axis("D0")], columns=schedules), cells, tmp_path)
+    lines = [line for line in (tmp_path / "paper-table3.md").read_text().splitlines() if line.startswith("|")]
+    cells_of = [[c.strip() for c in re.split(r"(?<!\\)\|", line)[1:-1]] for line in lines]  # split at bare '|'
+    assert cells_of[0] == ["", "RL \\| LL + CE", "RL + LL + CE"]
+    assert cells_of[2] == ["D0", "80.00", "70.00"]
 
 
 def test_csv_and_tex_hold_the_numbers_of_the_md(tmp_path):

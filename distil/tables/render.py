@@ -469,8 +469,12 @@ def footer(preset: TablePreset, cells: list[Cell], grid: dict, scale: str) -> st
 
 
 def markdown_table(shown: pd.DataFrame) -> str:
-    # the strings as formatted ("80.00", not tabulate's 80); numbers right-aligned, labels left
-    return shown.to_markdown(disable_numparse=True, colalign=("left",) + ("right",) * len(shown.columns))
+    # the strings as formatted ("80.00", not tabulate's 80); numbers right-aligned, labels left.
+    # A '|' in a label (Mukherjee Table 12's "RL | LL + CE") would split its cell: escape it.
+    def escape(text):
+        return str(text).replace("|", "\\|")
+    escaped = shown.rename(index=escape, columns=escape).map(escape)
+    return escaped.to_markdown(disable_numparse=True, colalign=("left",) + ("right",) * len(shown.columns))
 
 
 def markdown(preset: TablePreset, shown: pd.DataFrame, foot: str, order: str = "") -> str:
