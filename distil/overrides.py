@@ -82,7 +82,8 @@ def check_overrides(args: list[str], conf_dir: Path) -> str | None:
     if problem:
         return problem
     overrides = _parse_all(_override_args(args))
-    groups = {p.name for d in dirs for p in d.iterdir() if p.is_dir()}
+    # nested groups too: `teacher/finetune=tang` picks the teacher's fine-tuning recipe
+    groups = {p.relative_to(d).as_posix() for d in dirs for p in d.rglob("*") if p.is_dir()}
     for override in overrides:
         key = override.key_or_group
         if override.is_delete() or key.startswith("hydra"):

@@ -54,6 +54,13 @@ def test_valid_overrides_pass():
                            CONF_DIR) is None
 
 
+def test_a_nested_group_is_chosen_like_any_group():
+    """`teacher/finetune=tang` (the README's fine-tuning recipes) is a group choice, not an unknown key."""
+    assert check_overrides(["teacher/finetune=tang"], CONF_DIR) is None
+    problem = check_overrides(["teacher/finetune=tangg"], CONF_DIR)
+    assert problem == "unknown teacher/finetune 'tangg'; choose one of: bert, minilm, tang, xtremedistil"
+
+
 @pytest.mark.parametrize("overrides,size,rule", [
     # an explicit trainer.batch_size always wins: on the command line ...
     (["schedule=bilstm-soft", "trainer.batch_size=512"], 512, "command line / preset"),
