@@ -75,6 +75,26 @@ def test_a_key_covers_what_changes_a_result_only():
     assert cell_key(["debug=smoke", "seed=2"]) != key
 
 
+@pytest.mark.parametrize("overrides", [
+    ["debug=smoke", "schedule=d4.2", "schedule.stages.0.temperature=2", "trainer.lr=5e-4", "student=sra"],
+    ["student.hidden_size=16", "teacher/finetune=bert", "+dataset.files.extra=x.tsv",
+     "dataset=sst2", "trainer.epochs=2"],
+])
+def test_a_cell_composes_as_hydra_does_in_one_step(overrides):
+    """Cells compose their groups once and apply value overrides to a copy (distil/tables/cells.py):
+    the same config, to the last key, as Hydra composing every override at once."""
+    from hydra import compose, initialize_config_dir
+
+    from distil.cli import CONF_DIR
+    from distil.tables.cells import _compose
+
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        whole = compose(config_name="config", overrides=overrides)
+    two_steps = _compose(overrides, None)
+    assert OmegaConf.to_container(two_steps, resolve=False) == OmegaConf.to_container(whole, resolve=False)
+    assert OmegaConf.is_struct(two_steps)  # a later typo still fails as in a composed config
+
+
 @dataclasses.dataclass
 class StageV1:
     name: str = "S1"

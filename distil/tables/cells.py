@@ -18,6 +18,8 @@ from functools import lru_cache
 from pathlib import Path
 
 from hydra import compose, initialize_config_dir
+from hydra._internal.config_loader_impl import ConfigLoaderImpl  # Hydra 1.3's own override step
+from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import HydraException
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
@@ -118,15 +120,35 @@ def compose_cell(overrides: Sequence[str], config_dirs: str | None, where: str) 
 
 
 def _compose(overrides: Sequence[str], config_dirs: str | None) -> DictConfig:
+    """Hydra's composition, in two steps as Hydra itself takes them: the defaults list (groups) is
+    composed once per set of group choices, then the cell's value overrides (`trainer.lr=...`) are
+    applied to a copy with Hydra's own function. A table's cells mostly differ in values, so a
+    preset of 48 cells composes a handful of times (composing is ~0.2 s, copying ~0.01 s)."""
     args = with_config_dir_env(list(overrides), config_dirs)
     problem = check_overrides(args, CONF_DIR)
     if problem:
         raise ComposeProblem(problem)
+    groups = [arg for arg in args if not _is_value_override(arg)]
+    values = [arg for arg in args if _is_value_override(arg)]
     try:
-        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-            return compose(config_name="config", overrides=args)
+        cfg = copy.deepcopy(_compose_groups(tuple(groups)))
+        ConfigLoaderImpl._apply_overrides_to_config(OverridesParser.create().parse_overrides(values), cfg)
+        return cfg
     except (HydraException, OmegaConfBaseException) as error:
         raise ComposeProblem(hydra_message(error)) from error
+
+
+def _is_value_override(arg: str) -> bool:
+    """`a.b=1`, `+a.b=1`, `~a.b`: a dotted key is a value, never a config group (groups nest with `/`);
+    `hydra.*` settings (the search path) change the groups themselves."""
+    key = arg.lstrip("+~").partition("=")[0]
+    return "." in key and "@" not in key and "/" not in key and not key.startswith("hydra.")
+
+
+@lru_cache(maxsize=256)
+def _compose_groups(args: tuple[str, ...]) -> DictConfig:
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        return compose(config_name="config", overrides=list(args))
 
 
 def cell_dir(root: Path, key: str) -> Path:
