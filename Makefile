@@ -21,8 +21,8 @@ install:  ## install distil (editable) with its dependencies and the offline tea
 demo:  ## the default run: minilm teacher -> BiLSTM student on BBC News, offline
 	distil
 
-test:  ## the default (fast, offline) test suite
-	$(PYTHON) -m pytest -q
+test:  ## the default (fast, offline) test suite, one process per core
+	$(PYTHON) -m pytest -q -n auto
 
 test-slow:  ## slow tests: reproduction runs on real data, the kill-and-resume test
 	$(PYTHON) -m pytest -q -m slow

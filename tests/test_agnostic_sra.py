@@ -63,12 +63,13 @@ def test_one_command_builds_the_agnostic_student_and_two_tasks_reuse_it(tmp_path
     words = "the a cat dog sat ran on in park mat sun rose hill bird sang tree rain fell town".split()
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("\n".join(" ".join(rng.choice(words) for _ in range(rng.randint(3, 9))) for _ in range(300)))
-    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    build = subprocess.run([sys.executable, "-m", "distil.cli", "pretrain", "debug=smoke", "student=sra",
-                            f"paths.outputs={tmp_path / 'out'}", f"agnostic.corpus={corpus}", "agnostic.batch_size=64",
-                            "agnostic.epochs=3"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
-    assert build.returncode == 0, build.stderr[-2000:]
-    assert "task-agnostic SRA student (Wu et al.): built" in build.stdout
+    from tests.test_cli import distil_in_process
+
+    code, out, err = distil_in_process(["pretrain", "debug=smoke", "student=sra", f"paths.outputs={tmp_path / 'out'}",
+                                        f"agnostic.corpus={corpus}", "agnostic.batch_size=64", "agnostic.epochs=3"],
+                                       tmp_path, monkeypatch, capsys)
+    assert code == 0, err[-2000:]
+    assert "task-agnostic SRA student (Wu et al.): built" in out
     built = list((tmp_path / "out" / "cache" / "agnostic").iterdir())
     code, out, err = distil(tmp_path, corpus, monkeypatch, capsys, "schedule=wu-sra",
                             f"hydra.run.dir={tmp_path / 'single'}")

@@ -95,7 +95,8 @@ def test_csv_keeps_its_columns_and_adds_each_ratios_spread(quick_run):
     assert list(students["passes"]) == [2] * len(students)
     for ratio in ("speedup", "online_speedup"):  # the median of two passes is their mean
         halfway = (students[f"{ratio}_min"] + students[f"{ratio}_max"]) / 2
-        assert list(students[ratio]) == pytest.approx(list(halfway), rel=1e-3)
+        # within the csv's 4 decimals: a ratio of 0.0388 may be the mean of 0.0387 and 0.0388
+        assert list(students[ratio]) == pytest.approx(list(halfway), rel=1e-3, abs=1e-4)
     assert table.loc[table["kind"] == "teacher", "passes"].isna().all()
 
 

@@ -4,9 +4,6 @@ and that they run through `distil` on the same splits and teacher as the student
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -149,12 +146,12 @@ def test_a_missing_peer_package_names_the_install(monkeypatch):
     assert str(error.value).endswith("is missing): run `make install` (or `pip install -e '.[peers]'`)")
 
 
-def test_the_tfidf_peer_runs_through_the_console_script(tmp_path):
-    distil = Path(sys.executable).with_name("distil")
-    env = {**os.environ, "DISTIL_OUTPUTS": str(tmp_path / "outputs")}
-    result = subprocess.run([distil, "debug=smoke", "student=peer-tfidf"], capture_output=True, text=True,
-                            cwd=tmp_path, env=env, timeout=600)
-    assert result.returncode == 0, result.stderr
+def test_the_tfidf_peer_runs_through_the_cli(tmp_path, monkeypatch, capsys):
+    from tests.test_cli import distil_in_process
+
+    monkeypatch.setenv("DISTIL_OUTPUTS", str(tmp_path / "outputs"))
+    code, _, err = distil_in_process(["debug=smoke", "student=peer-tfidf"], tmp_path, monkeypatch, capsys)
+    assert code == 0, err
     metrics = json.loads(next((tmp_path / "outputs" / "runs").rglob("metrics.json")).read_text())
     assert metrics["status"] == "ok" and metrics["student"]["params"] > 0
 

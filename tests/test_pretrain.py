@@ -2,9 +2,6 @@
 resumes, reloads), compact checkpoints, segment ids, and PD / PDF end to end on the tiny teacher."""
 
 import json
-import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -171,22 +168,22 @@ def test_a_checkpoint_with_another_vocabulary_or_offline_hub_name_fails_in_one_l
         from_checkpoint(hub, tokenizer, hub_offline=True)
 
 
-def distil(tmp_path, *args):
-    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    return subprocess.run([sys.executable, "-m", "distil.cli", "debug=smoke", f"paths.outputs={tmp_path / 'out'}",
-                           "student=transformer-tiny", "pretrain.corpus=transfer", "pretrain.steps=20",
-                           "pretrain.batch_size=8", "trainer.epochs=2", *args],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+PD_ARGS = ["debug=smoke", "student=transformer-tiny", "pretrain.corpus=transfer", "pretrain.steps=20",
+           "pretrain.batch_size=8", "trainer.epochs=2"]
 
 
-def test_pd_and_pdf_run_end_to_end_and_share_one_pretrained_student(tmp_path):
+def test_pd_and_pdf_run_end_to_end_and_share_one_pretrained_student(tmp_path, monkeypatch, capsys):
     """pd pre-trains once; pdf (and a second task seed) reuse the artifact; pdf adds its labeled stage."""
-    pd = distil(tmp_path, "schedule=pd", f"hydra.run.dir={tmp_path / 'pd'}")
-    assert pd.returncode == 0, pd.stderr[-2000:]
-    assert "pre-trained student saved" in pd.stderr + pd.stdout
-    pdf = distil(tmp_path, "schedule=pdf", f"hydra.run.dir={tmp_path / 'pdf'}")
-    assert pdf.returncode == 0, pdf.stderr[-2000:]
-    assert "reusing pre-trained student" in pdf.stderr + pdf.stdout
+    from tests.test_cli import distil_in_process
+
+    def distil(*args):
+        code, out, err = distil_in_process([*PD_ARGS, f"paths.outputs={tmp_path / 'out'}", *args], tmp_path,
+                                           monkeypatch, capsys)
+        assert code == 0, err[-2000:]
+        return out + err
+
+    assert "pre-trained student saved" in distil("schedule=pd", f"hydra.run.dir={tmp_path / 'pd'}")
+    assert "reusing pre-trained student" in distil("schedule=pdf", f"hydra.run.dir={tmp_path / 'pdf'}")
     stages = json.loads((tmp_path / "pdf" / "metrics.json").read_text())["student"]["stages"]
     assert [(s["name"], list(s["losses"]), s["data"]) for s in stages] == [
         ("S1", ["soft_ce"], ["labeled", "transfer"]), ("S2", ["ce"], ["labeled"])]

@@ -1,15 +1,13 @@
 """The regression task (STS-B-style scores): its metric, its loss, its limits, and a whole run."""
 
 import json
-import shutil
-import subprocess
 
 import pytest
 import torch
 
 from distil.losses import Targets, squared_error, weighted_loss
 from distil.tasks import get_task
-from tests.test_cli import distil_in_process, run
+from tests.test_cli import distil_in_process
 
 REGRESSION = get_task("regression", pair=True)
 
@@ -54,9 +52,12 @@ def test_losses_that_need_classes_are_refused(tmp_path, monkeypatch, capsys, sch
     assert not (tmp_path / "outputs" / "cache").exists()
 
 
-@pytest.mark.skipif(shutil.which("distil") is None, reason="distil console script not installed")
-def test_regression_runs_end_to_end_and_predicts_a_score(tmp_path):
-    run([shutil.which("distil"), "debug=smoke", "dataset=toy-sts", "schedule=d1", "student=siamese"], cwd=tmp_path)
+def test_regression_runs_end_to_end_and_predicts_a_score(tmp_path, monkeypatch, capsys):
+    from distil.predict import main as predict
+
+    code, _, err = distil_in_process(["debug=smoke", "dataset=toy-sts", "schedule=d1", "student=siamese"], tmp_path,
+                                     monkeypatch, capsys)
+    assert code == 0, err
     path = next((tmp_path / "outputs" / "runs").rglob("metrics.json"))
     metrics = json.loads(path.read_text())
     assert (metrics["status"], metrics["task"], metrics["metric"]) == ("ok", "regression", "pearson")
@@ -66,9 +67,8 @@ def test_regression_runs_end_to_end_and_predicts_a_score(tmp_path):
     # deterministic on CPU: pinned, so a change in the task's encoding, loss or metric shows
     assert metrics["teacher"]["test"]["pearson"] == pytest.approx(PINNED["teacher_test"], abs=1e-4)
     assert metrics["student"]["test"]["pearson"] == pytest.approx(PINNED["student_test"], abs=1e-4)
-    predicted = subprocess.run([shutil.which("distil-predict"), str(path.parent), "chef soup ||| chef bread"],
-                               capture_output=True, text=True, check=True).stdout
-    score, text = predicted.rstrip("\n").split("\t")
+    predict([str(path.parent), "chef soup ||| chef bread"])
+    score, text = capsys.readouterr().out.rstrip("\n").splitlines()[-1].split("\t")
     assert float(score) == pytest.approx(float(score)) and text == "chef soup ||| chef bread"
 
 

@@ -7,10 +7,6 @@ Each equation is checked against numbers computed here by hand or by an independ
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 import torch
@@ -22,6 +18,7 @@ from distil.errors import DistilError
 from distil.students.embeddings import check_embedding_init, initial_embeddings, sif_weights
 from distil.students.static import StaticStudent, with_context
 from distil.teacher.token_vectors import token_output_vectors
+from tests.test_cli import distil_in_process
 
 
 def static(inputs: str, mlp: int = 0, window: int = 0, dim: int = 2, labels: int = 2) -> StaticStudent:
@@ -141,17 +138,15 @@ def test_a_student_that_cannot_be_built_is_one_line(tmp_path, monkeypatch, capsy
     assert one_line_error(args, tmp_path, monkeypatch, capsys) == f"distil: error: {message}"
 
 
-# one task in the default suite; pairs and tagging (the same console script) with the slow tests
+# one task in the default suite; pairs and tagging (the same path) with the slow tests
 @pytest.mark.parametrize("dataset,schedule", [("toy", "d3.2"), pytest.param("toy-pair", "d1", marks=pytest.mark.slow),
                                               pytest.param("toy-ner", "d4.1", marks=pytest.mark.slow)])
-def test_static_student_runs_end_to_end(tmp_path, dataset, schedule):
-    """The real console script: text with gradual unfreezing and representations, pairs, tagging."""
-    distil = Path(sys.executable).with_name("distil")
-    env = {**os.environ, "DISTIL_OUTPUTS": str(tmp_path / "outputs")}
-    result = subprocess.run([distil, "debug=smoke", "student=static", f"dataset={dataset}", f"schedule={schedule}",
-                             "student.embedding_dim=16", "student.mlp_hidden_size=8"],
-                            capture_output=True, text=True, cwd=tmp_path, env=env, timeout=600)
-    assert result.returncode == 0, result.stderr
+def test_static_student_runs_end_to_end(tmp_path, monkeypatch, capsys, dataset, schedule):
+    """The CLI's main: text with gradual unfreezing and representations, pairs, tagging."""
+    monkeypatch.setenv("DISTIL_OUTPUTS", str(tmp_path / "outputs"))
+    code, _, err = distil_in_process(["debug=smoke", "student=static", f"dataset={dataset}", f"schedule={schedule}",
+                            "student.embedding_dim=16", "student.mlp_hidden_size=8"], tmp_path, monkeypatch, capsys)
+    assert code == 0, err
     metrics = json.loads(next((tmp_path / "outputs" / "runs").rglob("metrics.json")).read_text())
     assert metrics["status"] == "ok" and metrics["choices"]["student"] == "static"
     steps = [stage.get("step") for stage in metrics["student"]["stages"]]

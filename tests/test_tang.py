@@ -8,11 +8,6 @@ input modes (whitespace words, teacher wordpieces) through the real console scri
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 import torch
@@ -144,32 +139,19 @@ def test_pretrained_vectors_file_loads_into_the_embedding(tokens, tmp_path):
     assert not torch.allclose(weight[2], torch.tensor(chef))  # "pan" has no vector: it keeps the random init
 
 
-def console_script(name: str) -> str | None:
-    """The script installed beside this interpreter (the venv's), else the one on PATH."""
-    beside = Path(sys.executable).parent / name
-    return str(beside) if beside.is_file() else shutil.which(name)
-
-
-DISTIL = console_script("distil")
-
-
-def run_distil(args: list[str], cwd) -> subprocess.CompletedProcess:
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "COLUMNS": "200"}
-    result = subprocess.run([DISTIL, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
-    assert result.returncode == 0, f"{args}:\n{result.stdout}\n{result.stderr}"
-    return result
-
-
-@pytest.mark.skipif(DISTIL is None, reason="distil console script not installed")
-# words + a vectors file with the slow tests: the same console-script path, another vocabulary
+# words + a vectors file with the slow tests: the same path, another vocabulary
 @pytest.mark.parametrize("tokens,init", [pytest.param("words", "file", marks=pytest.mark.slow), ("wordpieces", "svd")])
-def test_tang_runs_end_to_end_on_words_or_wordpieces(tokens, init, tmp_path):
+def test_tang_runs_end_to_end_on_words_or_wordpieces(tokens, init, tmp_path, monkeypatch, capsys):
+    from distil.predict import main as predict
+    from tests.test_cli import distil_in_process
+
     vectors = write_vectors(tmp_path / "vectors.txt", {"chef": [0.1] * 32, "soup": [0.2] * 32})
     args = ["debug=smoke", "student=tang", "schedule=bilstm-soft", f"student.tokens={tokens}",
             f"student.embedding_init={init}", f"student.vectors_file={vectors}"]
-    result = run_distil(args, tmp_path)
+    code, out, err = distil_in_process(args, tmp_path, monkeypatch, capsys)
+    assert code == 0, err
     if init == "file":  # both words have a vector; the rest of the vocabulary starts random
-        assert "found vectors for 2 of" in result.stdout + result.stderr
+        assert "found vectors for 2 of" in out + err
     metrics_file = next((tmp_path / "outputs" / "runs").rglob("metrics.json"))
     metrics = json.loads(metrics_file.read_text())
     assert metrics["status"] == "ok"
@@ -189,8 +171,6 @@ def test_tang_runs_end_to_end_on_words_or_wordpieces(tokens, init, tmp_path):
     assert sum(t.numel() for t in state.values()) == expected
     assert state["classifier.0.weight"].shape == (200, 64)  # the ReLU layer reads both last states
 
-    predicted = subprocess.run([console_script("distil-predict"), str(metrics_file.parent), "the chef made soup"],
-                               capture_output=True, text=True, timeout=300)
-    assert predicted.returncode == 0, predicted.stderr
-    assert predicted.stdout.strip().splitlines()[-1].split("\t")[0] in json.loads(
+    predict([str(metrics_file.parent), "the chef made soup"])
+    assert capsys.readouterr().out.strip().splitlines()[-1].split("\t")[0] in json.loads(
         (saved / "config.json").read_text())["labels"]

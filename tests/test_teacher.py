@@ -210,27 +210,30 @@ main()
 
 # kill -9 mid-shard in the default suite; at a shard boundary (~12 s more) with the slow tests
 @pytest.mark.parametrize("where", [pytest.param("boundary", marks=pytest.mark.slow), "mid"])
-def test_cache_killed_mid_build_resumes_byte_identical(tmp_path, where):
+def test_cache_killed_mid_build_resumes_byte_identical(tmp_path, where, monkeypatch, capsys):
     """kill -9 while caching; the next run keeps the finished shards and ends with the
     same bytes as a build that was never interrupted."""
+    from tests.test_cli import distil_in_process
+
     args = ["debug=smoke", "teacher.shard_size=10", "trainer.epochs=1"]
-    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    monkeypatch.delenv("DISTIL_OUTPUTS", raising=False)
 
-    def distil(cwd, *extra):
+    def distil(cwd):  # in this process: only the killed run needs its own
         cwd.mkdir(exist_ok=True)
-        return subprocess.run([sys.executable, "-c", INTERRUPTED_CACHE, *extra, *args], cwd=cwd, env=env,
-                              capture_output=True, text=True, timeout=300)
+        code, _, err = distil_in_process(args, cwd, monkeypatch, capsys)
+        assert code == 0, err
 
-    reference = distil(tmp_path / "reference", "0", "none")
-    assert reference.returncode == 0, reference.stderr
+    distil(tmp_path / "reference")
     interrupted = tmp_path / "interrupted"
-    killed = distil(interrupted, "4", where)  # the 4th shard: labeled 0-9, 10-19, 20-23, then transfer 0-9
-    assert killed.returncode == -signal.SIGKILL
+    interrupted.mkdir()
+    # the 4th shard: labeled 0-9, 10-19, 20-23, then transfer 0-9
+    killed = subprocess.run([sys.executable, "-c", INTERRUPTED_CACHE, "4", where, *args], cwd=interrupted,
+                            env={**os.environ, "HF_HUB_OFFLINE": "1"}, capture_output=True, text=True, timeout=300)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
     build = next((interrupted / "outputs/cache/tmp").glob("tiny-*"))
     assert sorted(p.name for p in build.glob("*.safetensors")) == [shard_name("labeled", i) for i in range(3)]
     assert [p.name for p in build.glob("*.partial")] == (["transfer-00000.partial"] if where == "mid" else [])
-    resumed = distil(interrupted, "0", "none")
-    assert resumed.returncode == 0, resumed.stderr
+    distil(interrupted)
 
     def targets(root):
         return next((root / "outputs/cache/targets").iterdir())

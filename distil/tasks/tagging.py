@@ -12,7 +12,6 @@ from collections import Counter, defaultdict
 import datasets
 import numpy as np
 import torch
-from seqeval.metrics import f1_score
 from transformers import AutoModelForTokenClassification
 
 from distil.data.batching import pad_labels
@@ -120,6 +119,7 @@ class TaggingTask(Task):
                 predicted.append(names[label] if label is not None and label < len(names) else "O")
             gold_by_language[language].append([names[t] for t in tags])
             predicted_by_language[language].append(predicted)
+        from seqeval.metrics import f1_score  # here: it imports scikit-learn, ~1 s a process that tags nothing
         per_language = {lang: float(f1_score(gold_by_language[lang], predicted_by_language[lang]))
                         for lang in sorted(gold_by_language)}
         scores = list(per_language.values())
