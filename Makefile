@@ -22,7 +22,7 @@ demo:  ## the default run: minilm teacher -> BiLSTM student on BBC News, offline
 	distil
 
 test:  ## the default (fast, offline) test suite, one process per core
-	$(PYTHON) -m pytest -q -n auto
+	$(PYTHON) -m pytest -q -n auto --dist worksteal  # long tests finish while the short ones spread
 
 test-slow:  ## slow tests: reproduction runs on real data, the kill-and-resume test
 	$(PYTHON) -m pytest -q -m slow
