@@ -46,6 +46,7 @@ from torch import nn
 from transformers import BertConfig, BertForSequenceClassification
 
 from distil.data.batching import pad
+from distil.markdown import to_markdown
 from distil.progress import progress_bar
 from distil.students.bilstm import BiLSTMClassifier
 from distil.students.tang import TangStudent
@@ -430,8 +431,8 @@ def header(args: argparse.Namespace) -> str:
 
 def markdown(frame: pd.DataFrame) -> str:
     # None (not NaN) is what tabulate shows as missing: "-" for ratios a teacher row does not have.
-    return frame.astype(object).where(frame.notna(), None).to_markdown(
-        index=False, floatfmt=".2f", intfmt=",", missingval="-")
+    return to_markdown(frame.astype(object).where(frame.notna(), None), index=False, floatfmt=".2f", intfmt=",",
+                       missingval="-")
 
 
 def write_outputs(table: pd.DataFrame, targets: pd.DataFrame, args: argparse.Namespace) -> tuple[Path, Path]:

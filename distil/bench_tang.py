@@ -44,6 +44,7 @@ from distil.bench import (
 from distil.data.batching import pad
 from distil.data.ragged import Ragged
 from distil.errors import DistilError
+from distil.markdown import to_markdown
 from distil.progress import progress_bar
 from distil.teacher.inference import teacher_batches
 
@@ -156,7 +157,7 @@ def augment_cost(sentences: list[str], tok, model) -> pd.DataFrame:
 
 
 def markdown(frame: pd.DataFrame) -> str:
-    return frame.to_markdown(index=False, floatfmt=".3f")
+    return to_markdown(frame, index=False, floatfmt=".3f")
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -26,6 +26,7 @@ from rich.console import Console
 from transformers import BertConfig, BertForPreTraining
 
 from distil.bench import count_params, interleaved_seconds, pass_ratios, spread, torch_threads, write_atomic
+from distil.markdown import to_markdown
 from distil.progress import progress_bar
 
 LAYERS = (2, 4, 6, 8, 10, 12)
@@ -86,7 +87,7 @@ def main(argv: list[str] | None = None) -> None:
         progress.add_task("Turc Table 1: 24 compact BERTs against BERT Base and Large", total=None, status="")
         frame = table1(args.passes, args.length, args.quick)
     args.out.mkdir(parents=True, exist_ok=True)
-    text = frame.to_markdown(index=False, floatfmt=".2f")
+    text = to_markdown(frame, index=False, floatfmt=".2f")
     header = (f"# Turc et al. Table 1 on this machine\n\n{args.threads} threads; batch 1, {args.length} wordpieces; "
               f"{args.passes} interleaved passes, speed-ups are medians of per-pass ratios\n\n")
     write_atomic(args.out / "bench_turc.csv", frame.to_csv(index=False))

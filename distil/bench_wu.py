@@ -28,6 +28,7 @@ from transformers import BertConfig, BertForSequenceClassification
 from distil.bench import count_params, interleaved_seconds, pass_ratios, spread, torch_threads, write_atomic
 from distil.bench_tang import batches_of, minilm_tokenizer
 from distil.errors import DistilError
+from distil.markdown import to_markdown
 from distil.progress import progress_bar
 from distil.students.siamese import SiameseBiLSTM
 from distil.students.sra import SRAStudent
@@ -127,7 +128,7 @@ def main(argv: list[str] | None = None) -> None:
         console.print(f"distil-bench-wu: error: {error}")
         raise SystemExit(2) from None
     args.out.mkdir(parents=True, exist_ok=True)
-    text = frame.to_markdown(index=False, floatfmt=".3f")
+    text = to_markdown(frame, index=False, floatfmt=".3f")
     write_atomic(args.out / "bench_wu.csv", frame.to_csv(index=False))
     write_atomic(args.out / "bench_wu.md", f"# Wu et al. Table 2 on this machine\n\n{args.threads} threads; "
                                            f"Quora pairs from {args.data_dir}, batch {args.batch}\n\n{text}\n")

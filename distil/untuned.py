@@ -29,6 +29,7 @@ from rich.console import Console
 from distil.bench import write_atomic
 from distil.data.batching import pad
 from distil.errors import DistilError
+from distil.markdown import to_markdown
 
 log = logging.getLogger(__name__)
 
@@ -172,7 +173,7 @@ def main(argv: list[str] | None = None) -> None:
         print(f"distil-untuned: error: {error}", file=sys.stderr)
         raise SystemExit(2) from None
     out.mkdir(parents=True, exist_ok=True)
-    text = frame.to_markdown(index=False, floatfmt=".4f")
+    text = to_markdown(frame, index=False, floatfmt=".4f")
     write_atomic(out / "untuned.csv", frame.to_csv(index=False))
     write_atomic(out / "untuned.md", f"# Untuned sentence representations (Wu et al. Table 5)\n\n"
                                      f"overrides: {' '.join(overrides)}\n\n{text}\n")

@@ -1,6 +1,7 @@
 """distil-report on a sweep with finished, failed, crashed and damaged cells: every cell is a row."""
 
 import json
+import re
 
 import pandas as pd
 import pytest
@@ -59,3 +60,13 @@ def test_report_summary_when_every_cell_is_ok(tmp_path, capsys):
     main([str(tmp_path)])
     last_line = capsys.readouterr().out.strip().splitlines()[-1]
     assert last_line == f"0 of 1 cells failed; wrote {tmp_path / 'table.md'} and {tmp_path / 'table.csv'}"
+
+
+def test_a_pipe_in_a_run_label_keeps_the_md_row_in_its_columns(tmp_path):
+    """Every md writer escapes '|' (distil/markdown.py): a sweep over a schedule named "RL | LL + CE"."""
+    from distil.report import write_tables
+
+    table = pd.DataFrame({"run": ["schedule=RL | LL + CE"], "student_test": [81.234], "params": [1200]})
+    md, _ = write_tables(table, tmp_path)
+    row = md.read_text().splitlines()[2]
+    assert [c.strip() for c in re.split(r"(?<!\\)\|", row)[1:-1]] == ["schedule=RL \\| LL + CE", "81.23", "1200"]

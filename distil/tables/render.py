@@ -35,6 +35,7 @@ from typing import Any
 import pandas as pd
 
 from distil.errors import DistilError
+from distil.markdown import to_markdown
 from distil.tables import orderings
 from distil.tables.preset import BENCHES, Axis, Cell, TablePreset
 
@@ -469,12 +470,8 @@ def footer(preset: TablePreset, cells: list[Cell], grid: dict, scale: str) -> st
 
 
 def markdown_table(shown: pd.DataFrame) -> str:
-    # the strings as formatted ("80.00", not tabulate's 80); numbers right-aligned, labels left.
-    # A '|' in a label (Mukherjee Table 12's "RL | LL + CE") would split its cell: escape it.
-    def escape(text):
-        return str(text).replace("|", "\\|")
-    escaped = shown.rename(index=escape, columns=escape).map(escape)
-    return escaped.to_markdown(disable_numparse=True, colalign=("left",) + ("right",) * len(shown.columns))
+    # the strings as formatted ("80.00", not tabulate's 80); numbers right-aligned, labels left
+    return to_markdown(shown, disable_numparse=True, colalign=("left",) + ("right",) * len(shown.columns))
 
 
 def markdown(preset: TablePreset, shown: pd.DataFrame, foot: str, order: str = "") -> str:
