@@ -2,6 +2,7 @@
 resumes, reloads), compact checkpoints, segment ids, and PD / PDF end to end on the tiny teacher."""
 
 import json
+import logging
 
 import numpy as np
 import pytest
@@ -203,9 +204,13 @@ def test_distil_pretrain_builds_once_and_names_what_cannot_be_pretrained(tmp_pat
 
     args = ["pretrain", "debug=smoke", f"paths.outputs={tmp_path / 'out'}", "pretrain.corpus=transfer",
             "pretrain.steps=10", "pretrain.batch_size=8"]
+    # as in a fresh process, no logging set up: the command shows its own log lines (a build's steps)
+    monkeypatch.setattr(logging.root, "handlers", [])
+    monkeypatch.setattr(logging.root, "level", logging.WARNING)
     code, out, err = distil_in_process([*args, "student=transformer-tiny"], tmp_path, monkeypatch, capsys)
     assert code == 0, err
     assert "masked-LM pre-trained L2/H32 (Turc et al.): built" in out
+    assert "pre-training step 10/10" in err and "pre-trained student saved to" in err
     code, out, _ = distil_in_process([*args, "student=transformer-tiny"], tmp_path, monkeypatch, capsys)
     assert code == 0 and "(Turc et al.): reused" in out
     code, _, err = distil_in_process([*args, "student=bilstm"], tmp_path, monkeypatch, capsys)

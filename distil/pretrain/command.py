@@ -11,6 +11,7 @@ reads the task's transfer set: give dataset=... then.
 
 from __future__ import annotations
 
+import logging
 import sys
 
 from rich.console import Console
@@ -50,6 +51,10 @@ def main(args: list[str]) -> int:
     if args[:1] in (["-h"], ["--help"]):
         print(__doc__)
         return 0
+    # the run's log lines (its job_logging format in conf/config.yaml): each epoch's losses, a resumed
+    # build, and with no terminal the progress heartbeat; this command is not a Hydra app, so nothing
+    # else would show them, and a two-hour build would say nothing until it ends
+    logging.basicConfig(level=logging.INFO, format="[%(asctime)s] %(message)s", datefmt="%H:%M:%S")
     try:
         artifact, what = build(args)
     except DistilError as error:
