@@ -47,7 +47,7 @@ from transformers import BertConfig, BertForSequenceClassification
 
 from distil.data.batching import pad
 from distil.markdown import to_markdown
-from distil.progress import progress_bar
+from distil.progress import progress_bar, show_log_lines
 from distil.students.bilstm import BiLSTMClassifier
 from distil.students.tang import TangStudent
 
@@ -537,6 +537,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
+    show_log_lines()
     transformers.logging.set_verbosity_error()  # building random-weight models is expected, not news
     table, targets = run(args)
     console = Console()

@@ -45,7 +45,7 @@ from distil.data.batching import pad
 from distil.data.ragged import Ragged
 from distil.errors import DistilError
 from distil.markdown import to_markdown
-from distil.progress import progress_bar
+from distil.progress import progress_bar, show_log_lines
 from distil.teacher.inference import teacher_batches
 
 SST2_TRAIN = Path("sst2") / "train.tsv"
@@ -176,6 +176,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", type=Path, default=Path("outputs/tables"),
                         help="directory for bench_tang.{md,csv} and bench_augment.{md,csv}")
     args = parser.parse_args(argv)
+    show_log_lines()
     if min(args.sentences, args.labeled, args.passes, args.threads) < 1:
         parser.error("--sentences, --labeled, --passes and --threads must be positive")
     transformers.logging.set_verbosity_error()

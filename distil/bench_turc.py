@@ -27,7 +27,7 @@ from transformers import BertConfig, BertForPreTraining
 
 from distil.bench import count_params, interleaved_seconds, pass_ratios, spread, torch_threads, write_atomic
 from distil.markdown import to_markdown
-from distil.progress import progress_bar
+from distil.progress import progress_bar, show_log_lines
 
 LAYERS = (2, 4, 6, 8, 10, 12)
 WIDTHS = (128, 256, 512, 768)
@@ -80,6 +80,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--quick", action="store_true", help="16-wide stand-ins (same names and depths), for tests")
     parser.add_argument("--out", type=Path, default=Path("outputs/tables"), help="directory for bench_turc.{md,csv}")
     args = parser.parse_args(argv)
+    show_log_lines()
     if min(args.passes, args.length, args.threads) < 1:
         parser.error("--passes, --length and --threads must be positive")
     transformers.logging.set_verbosity_error()

@@ -29,7 +29,7 @@ from distil.bench import count_params, interleaved_seconds, pass_ratios, spread,
 from distil.bench_tang import batches_of, minilm_tokenizer
 from distil.errors import DistilError
 from distil.markdown import to_markdown
-from distil.progress import progress_bar
+from distil.progress import progress_bar, show_log_lines
 from distil.students.siamese import SiameseBiLSTM
 from distil.students.sra import SRAStudent
 
@@ -113,6 +113,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--quick", action="store_true", help="2-layer, 32-wide BERTs (same names), for tests")
     parser.add_argument("--out", type=Path, default=Path("outputs/tables"), help="directory for bench_wu.{md,csv}")
     args = parser.parse_args(argv)
+    show_log_lines()
     if min(args.pairs, args.batch, args.passes, args.threads) < 1:
         parser.error("--pairs, --batch, --passes and --threads must be positive")
     transformers.logging.set_verbosity_error()

@@ -30,6 +30,7 @@ from distil.bench import write_atomic
 from distil.data.batching import pad
 from distil.errors import DistilError
 from distil.markdown import to_markdown
+from distil.progress import show_log_lines
 
 log = logging.getLogger(__name__)
 
@@ -158,6 +159,7 @@ def main(argv: list[str] | None = None) -> None:
     if args and args[0] in ("-h", "--help"):
         print(__doc__)
         return
+    show_log_lines()  # a teacher's fine-tuning and the agnostic build take minutes
     out_dir = None
     if "--out" in args:  # the tables machinery (distil-table wu-table5) says where the csv goes
         at = args.index("--out")

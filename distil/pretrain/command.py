@@ -11,12 +11,12 @@ reads the task's transfer set: give dataset=... then.
 
 from __future__ import annotations
 
-import logging
 import sys
 
 from rich.console import Console
 
 from distil.errors import DistilError
+from distil.progress import show_log_lines
 
 
 def build(overrides: list[str]):
@@ -51,10 +51,7 @@ def main(args: list[str]) -> int:
     if args[:1] in (["-h"], ["--help"]):
         print(__doc__)
         return 0
-    # the run's log lines (its job_logging format in conf/config.yaml): each epoch's losses, a resumed
-    # build, and with no terminal the progress heartbeat; this command is not a Hydra app, so nothing
-    # else would show them, and a two-hour build would say nothing until it ends
-    logging.basicConfig(level=logging.INFO, format="[%(asctime)s] %(message)s", datefmt="%H:%M:%S")
+    show_log_lines()  # each epoch's losses, a resumed build, the heartbeat
     try:
         artifact, what = build(args)
     except DistilError as error:
