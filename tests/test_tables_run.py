@@ -309,7 +309,7 @@ def test_render_only_writes_the_table_of_the_cells_done_and_runs_nothing(tmp_pat
     assert md.endswith("cells: 1 done, 0 failed, 1 not run.\n")
 
 
-def test_only_runs_the_cells_of_the_named_row_or_column_and_writes_the_whole_table(tmp_path, monkeypatch, capsys):
+def test_only_runs_the_named_rows_columns_or_where_they_cross_and_writes_the_whole_table(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("DISTIL_OUTPUTS", raising=False)
     monkeypatch.setenv("DISTIL_CONFIG_DIR", str(tmp_path / "conf"))
@@ -327,11 +327,14 @@ def test_only_runs_the_cells_of_the_named_row_or_column_and_writes_the_whole_tab
         return "done", None
 
     monkeypatch.setattr(run, "run_cell", fake_run)
-    code, _, err = table(["tiny", "--only", "5k", "--only", "hard"], capsys)
+    code, _, err = table(["tiny", "--only", "5k", "--only", "hard"], capsys)  # a row and a column: where they cross
     assert code == 0, err
-    assert ran == [("hard", "all"), ("hard", "5k"), ("D1", "5k")]
+    assert ran == [("hard", "5k")]
+    code, _, err = table(["tiny", "--only", "5k"], capsys)  # a column: its cells
+    assert code == 0, err
+    assert ran == [("hard", "5k"), ("D1", "5k")]
     md = (tmp_path / "outputs" / "tables" / "tiny.md").read_text()
-    assert "| D1   | not run | 50.00 |" in md and md.endswith("cells: 3 done, 0 failed, 1 not run.\n")
+    assert "| D1   | not run | 50.00 |" in md and md.endswith("cells: 2 done, 0 failed, 2 not run.\n")
 
     code, _, err = table(["tiny", "--only", "5K"], capsys)
     assert code == 2

@@ -212,8 +212,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--render-only", action="store_true",
                         help="write the tables from the cells done so far (the rest show 'not run'); run nothing")
     parser.add_argument("--only", action="append", metavar="LABEL", default=[],
-                        help="run only the cells of the row or column with this label (repeatable), e.g. a big "
-                             "table's SST-2 column first; the table is still written with every cell done so far")
+                        help="run only the cells of the row or column with this label (repeatable; rows and "
+                             "columns both named: where they cross), e.g. a big table's SST-2 column first; the "
+                             "table is still written with every cell done so far")
     args = parser.parse_args(argv)
     if not (args.names or args.all or args.list):
         parser.error("name a preset (distil-table --list shows them), or give --all")
@@ -227,6 +228,16 @@ def check_only(preset: TablePreset, labels: list[str]) -> None:
         if name not in rows + columns:
             raise DistilError(f"--only {name!r} is not a row or column of {preset.name}; its rows: "
                               f"{', '.join(rows) or 'none'}; its columns: {', '.join(columns) or 'none'}")
+
+
+def only_cells(preset: TablePreset, cells: list[Cell], labels: list[str]) -> list[Cell]:
+    """The cells --only names: those of the named rows, or of the named columns, or, when both rows
+    and columns are named, the cells where they cross (`--only 'BiLSTM_SRA (Ours)' --only SST-2`)."""
+    rows = {a.label for a in preset.rows} & set(labels)
+    columns = {a.label for a in preset.columns} & set(labels)
+    if rows and columns:
+        return [c for c in cells if c.row in rows and c.column in columns]
+    return [c for c in cells if c.row in rows or c.column in columns] if labels else cells
 
 
 def run(args: argparse.Namespace) -> list[str]:
@@ -252,7 +263,7 @@ def run(args: argparse.Namespace) -> list[str]:
                           f"skipped", markup=False)
             continue
         failed += run_bench(root, preset.bench) if preset.kind == "bench" else []
-        chosen = [c for c in cells if c.row in args.only or c.column in args.only] if args.only else cells
+        chosen = only_cells(preset, cells, args.only)
         failed += run_sweep(preset, chosen, root)
         failed += run_timing(preset, chosen, root) if preset.timing else []
         render(preset, collect(cells, root), root)
