@@ -13,5 +13,12 @@ def escape_pipe(value):
 def to_markdown(frame: pd.DataFrame, **options) -> str:
     """`frame.to_markdown(**options)` with '|' escaped as '\\|' in the index, the columns and text cells;
     numbers stay numbers, so `floatfmt` and `intfmt` still apply."""
-    escaped = frame.rename(index=escape_pipe, columns=escape_pipe).map(escape_pipe)
+    # the text columns one by one, as object columns: DataFrame.map would re-infer dtypes and turn the None a
+    # writer left for `missingval` into NaN
+    columns = [frame.iloc[:, i] for i in range(frame.shape[1])]
+    columns = [pd.Series([escape_pipe(v) for v in column], index=frame.index, dtype=object)
+               if not pd.api.types.is_numeric_dtype(column) else column for column in columns]
+    escaped = pd.concat(columns, axis=1) if columns else frame.copy()
+    escaped.columns = [escape_pipe(c) for c in frame.columns]
+    escaped.index = frame.index.map(escape_pipe)
     return escaped.to_markdown(**options)
