@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
 import statistics
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -45,9 +44,11 @@ from rich.table import Table
 from torch import nn
 from transformers import BertConfig, BertForSequenceClassification
 
+from distil.atomic import write_atomic
+from distil.command import console_command
 from distil.data.batching import pad
 from distil.markdown import to_markdown
-from distil.progress import progress_bar, show_log_lines
+from distil.progress import progress_bar
 from distil.students.bilstm import BiLSTMClassifier
 from distil.students.tang import TangStudent
 
@@ -415,13 +416,6 @@ def targets_table(table: pd.DataFrame, overhead: Spread) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=TARGET_COLUMNS).astype({"passes": "Int64"})
 
 
-def write_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)  # readers see the old file or the new one, never half of one
-
-
 def header(args: argparse.Namespace) -> str:
     mode = "quick (tiny teachers: ratios are not meaningful)" if args.quick else "full"
     return (f"mode {mode}; {args.examples} examples x {args.seq_len} tokens; batch {BATCH_SIZE}; online latency "
@@ -537,9 +531,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
-    show_log_lines()
     transformers.logging.set_verbosity_error()  # building random-weight models is expected, not news
-    table, targets = run(args)
+    with console_command("distil-bench", log_lines=True):
+        table, targets = run(args)
     console = Console()
     if not console.is_terminal:
         console.width = max(console.width, 150)  # logs and pipes: keep one row per line instead of folding cells

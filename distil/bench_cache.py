@@ -632,7 +632,8 @@ def checks_frame(checks: list[Check]):
 def write_outputs(checks: list[Check], lines: list[str], args: argparse.Namespace) -> tuple[Path, Path]:
     import pandas as pd
 
-    from distil.bench import markdown, write_atomic
+    from distil.atomic import write_atomic
+    from distil.bench import markdown
 
     frame = checks_frame(checks)
     raw = pd.DataFrame([{"check": c.check, "target": c.target, "measured": c.measured, "unit": c.unit,

@@ -22,7 +22,8 @@ import pandas as pd
 import torch
 from omegaconf import OmegaConf
 
-from distil.bench import markdown, write_atomic
+from distil.atomic import write_atomic
+from distil.bench import markdown
 from distil.checkpoint import Checkpoint, ScheduleCheckpoint
 from distil.config import DatasetConfig, StudentConfig, TrainerConfig
 from distil.data.batching import shuffled_batches

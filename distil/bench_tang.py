@@ -29,6 +29,7 @@ import torch
 import transformers
 from rich.console import Console
 
+from distil.atomic import write_atomic
 from distil.augment import pos
 from distil.augment.tang import PosLexicon, TangSettings, augment_example
 from distil.bench import (
@@ -39,13 +40,13 @@ from distil.bench import (
     pass_ratios,
     spread,
     torch_threads,
-    write_atomic,
 )
+from distil.command import console_command
 from distil.data.batching import pad
 from distil.data.ragged import Ragged
 from distil.errors import DistilError
 from distil.markdown import to_markdown
-from distil.progress import progress_bar, show_log_lines
+from distil.progress import progress_bar
 from distil.teacher.inference import teacher_batches
 
 SST2_TRAIN = Path("sst2") / "train.tsv"
@@ -176,12 +177,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", type=Path, default=Path("outputs/tables"),
                         help="directory for bench_tang.{md,csv} and bench_augment.{md,csv}")
     args = parser.parse_args(argv)
-    show_log_lines()
     if min(args.sentences, args.labeled, args.passes, args.threads) < 1:
         parser.error("--sentences, --labeled, --passes and --threads must be positive")
     transformers.logging.set_verbosity_error()
     console = Console()
-    try:
+    with console_command("distil-bench-tang", log_lines=True):
         sentences = read_sentences(args.data_dir, max(args.sentences, args.labeled))
         with torch_threads(args.threads), progress_bar() as progress:
             task = progress.add_task("Tang benchmark", total=2, status="Table 2: BERT Large vs the student")
@@ -190,9 +190,6 @@ def main(argv: list[str] | None = None) -> None:
             progress.update(task, advance=1, status="augmentation vs teacher labelling")
             cost = augment_cost(sentences[: args.labeled], tok, teacher)
             progress.advance(task)
-    except DistilError as error:
-        console.print(f"distil-bench-tang: error: {error}")
-        raise SystemExit(2) from None
     args.out.mkdir(parents=True, exist_ok=True)
     header = f"{args.threads} threads; SST-2 training sentences from {args.data_dir}\n\n"
     for name, frame, title in (("bench_tang", sizes, "Tang Table 2 on this machine"),

@@ -25,9 +25,11 @@ import transformers
 from rich.console import Console
 from transformers import BertConfig, BertForPreTraining
 
-from distil.bench import count_params, interleaved_seconds, pass_ratios, spread, torch_threads, write_atomic
+from distil.atomic import write_atomic
+from distil.bench import count_params, interleaved_seconds, pass_ratios, spread, torch_threads
+from distil.command import console_command
 from distil.markdown import to_markdown
-from distil.progress import progress_bar, show_log_lines
+from distil.progress import progress_bar
 
 LAYERS = (2, 4, 6, 8, 10, 12)
 WIDTHS = (128, 256, 512, 768)
@@ -80,11 +82,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--quick", action="store_true", help="16-wide stand-ins (same names and depths), for tests")
     parser.add_argument("--out", type=Path, default=Path("outputs/tables"), help="directory for bench_turc.{md,csv}")
     args = parser.parse_args(argv)
-    show_log_lines()
     if min(args.passes, args.length, args.threads) < 1:
         parser.error("--passes, --length and --threads must be positive")
     transformers.logging.set_verbosity_error()
-    with torch_threads(args.threads), progress_bar() as progress:
+    with (console_command("distil-bench-turc", log_lines=True), torch_threads(args.threads),
+          progress_bar() as progress):
         progress.add_task("Turc Table 1: 24 compact BERTs against BERT Base and Large", total=None, status="")
         frame = table1(args.passes, args.length, args.quick)
     args.out.mkdir(parents=True, exist_ok=True)

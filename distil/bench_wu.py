@@ -25,11 +25,13 @@ import transformers
 from rich.console import Console
 from transformers import BertConfig, BertForSequenceClassification
 
-from distil.bench import count_params, interleaved_seconds, pass_ratios, spread, torch_threads, write_atomic
+from distil.atomic import write_atomic
+from distil.bench import count_params, interleaved_seconds, pass_ratios, spread, torch_threads
 from distil.bench_tang import batches_of, minilm_tokenizer
+from distil.command import console_command
 from distil.errors import DistilError
 from distil.markdown import to_markdown
-from distil.progress import progress_bar, show_log_lines
+from distil.progress import progress_bar
 from distil.students.siamese import SiameseBiLSTM
 from distil.students.sra import SRAStudent
 
@@ -113,21 +115,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--quick", action="store_true", help="2-layer, 32-wide BERTs (same names), for tests")
     parser.add_argument("--out", type=Path, default=Path("outputs/tables"), help="directory for bench_wu.{md,csv}")
     args = parser.parse_args(argv)
-    show_log_lines()
     if min(args.pairs, args.batch, args.passes, args.threads) < 1:
         parser.error("--pairs, --batch, --passes and --threads must be positive")
     transformers.logging.set_verbosity_error()
     console = Console()
-    try:
+    with console_command("distil-bench-wu", log_lines=True):
         firsts, seconds = read_pairs(args.data_dir, args.pairs * args.passes)
         with torch_threads(args.threads), progress_bar() as progress:
             progress.add_task("Wu Table 2: BERT Large, BERT Base and the BiLSTMs on Quora pairs", total=None,
                               status="")
             tok = minilm_tokenizer()
             frame = table2(firsts, seconds, tok, args.passes, args.batch, args.quick)
-    except DistilError as error:
-        console.print(f"distil-bench-wu: error: {error}")
-        raise SystemExit(2) from None
     args.out.mkdir(parents=True, exist_ok=True)
     text = to_markdown(frame, index=False, floatfmt=".3f")
     write_atomic(args.out / "bench_wu.csv", frame.to_csv(index=False))

@@ -15,6 +15,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig
 from omegaconf.errors import OmegaConfBaseException
 
+from distil.atomic import write_json_atomic
 from distil.config import CONF_DIR, register_configs
 from distil.errors import DistilError
 from distil.interrupt import Terminated, exit_on_interrupt
@@ -51,7 +52,7 @@ def _run(cfg: DictConfig) -> float | None:
 
     def fail(reason: str, line: str, code: int) -> None:
         """metrics.json says why; a single run exits, a sweep records the cell and goes on."""
-        pipeline.write_json_atomic(run_dir / "metrics.json",
+        write_json_atomic(run_dir / "metrics.json",
                                    {"status": f"failed: {reason}", "choices": choices, "overrides": overrides})
         print(line, file=sys.stderr)
         if hydra_cfg.mode != RunMode.MULTIRUN:
@@ -63,7 +64,7 @@ def _run(cfg: DictConfig) -> float | None:
     except DistilError as error:
         return fail(str(error), f"distil: error: {error}", 2)
     except (KeyboardInterrupt, Terminated):
-        pipeline.write_json_atomic(run_dir / "metrics.json", {"status": "failed: interrupted", "choices": choices,
+        write_json_atomic(run_dir / "metrics.json", {"status": "failed: interrupted", "choices": choices,
                                                               "overrides": overrides})
         raise  # stops a sweep too: main prints the one line
     except Exception as error:  # a bug, not bad input: one line here, the traceback in the run's log

@@ -17,6 +17,7 @@ from omegaconf import DictConfig
 from rich.console import Console
 from rich.table import Table
 
+from distil.command import console_command
 from distil.config import CONF_DIR, register_configs
 from distil.data.split import SPLITS, TaskData
 from distil.errors import DistilError
@@ -115,11 +116,8 @@ def main(argv: list[str] | None = None) -> None:
         print(USAGE.format(", ".join(group_options(dirs, "dataset"))), file=sys.stderr)
         sys.exit(0 if args and args[0] in ("-h", "--help") else 2)
     dataset = args[0].removeprefix("dataset=")  # `distil-data sst2` and, as `distil` takes it, `dataset=sst2`
-    try:
+    with console_command("distil-data"):
         cfg, data = load_splits([f"dataset={dataset}", *args[1:]])
-    except DistilError as error:
-        print(f"distil-data: error: {error}", file=sys.stderr)
-        sys.exit(2)
     show(overview(data, cfg.dataset.name),
          f"{cfg.dataset.name}: splits of a run with seed={cfg.seed}, transfer_size={cfg.transfer_size.name}")
     show(label_distribution(data), data.task.label_summary_heading, index=True)

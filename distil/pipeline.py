@@ -18,6 +18,7 @@ import transformers
 from omegaconf import OmegaConf
 from safetensors.torch import save_file
 
+from distil.atomic import write_json_atomic
 from distil.augment.build import check_augment, make_augmenter
 from distil.checkpoint import schedule_checkpoint
 from distil.config import Config, StudentConfig, TeacherConfig, check_config
@@ -472,8 +473,3 @@ def save_student(result: StudentResult, cfg: Config, task: Task, data: TaskData,
     (out / "config.json").write_text(json.dumps(config, indent=2))
 
 
-def write_json_atomic(path: Path, payload: dict) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(payload, indent=2, default=float))
-    os.replace(tmp, path)

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
 import torch
@@ -15,6 +14,7 @@ from omegaconf import OmegaConf
 from safetensors import SafetensorError
 from safetensors.torch import load_file
 
+from distil.command import console_command
 from distil.config import StudentConfig
 from distil.data.batching import model_inputs
 from distil.errors import DistilError
@@ -122,12 +122,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--file", type=Path, help="one text per line")
     args = parser.parse_args(argv)
     directory = args.run_dir / "student" if (args.run_dir / "student").is_dir() else args.run_dir
-    try:
+    with console_command("distil-predict"):
         texts = read_texts(args)
         student = SavedStudent(directory)
-    except DistilError as error:
-        print(f"distil-predict: error: {error}", file=sys.stderr)
-        sys.exit(2)
     for text in texts:
         print(f"{student.predict(text)}\t{text}")
 

@@ -24,14 +24,6 @@ log = logging.getLogger(__name__)
 HEARTBEAT_SECONDS = 300.0
 
 
-def show_log_lines() -> None:
-    """For the commands that are not Hydra apps (distil pretrain, distil-untuned, the benchmarks):
-    their INFO lines, and with no terminal the heartbeat below, go to stderr in a run's format
-    (conf/config.yaml's job_logging); nothing else would show them, and a two-hour build would say
-    nothing until it ended."""
-    logging.basicConfig(level=logging.INFO, format="[%(asctime)s] %(message)s", datefmt="%H:%M:%S")
-
-
 class LoggedProgress(Progress):
     """A progress bar that, with no terminal to draw on (a log file, a table's cell, CI), logs
     each task's count every `heartbeat` seconds instead: one epoch of the task-agnostic SRA stage

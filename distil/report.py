@@ -12,6 +12,7 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
+from distil.atomic import write_atomic
 from distil.markdown import to_markdown
 
 CHOICES = ("teacher", "student", "schedule", "dataset", "transfer_size", "augment", "seed")
@@ -132,8 +133,8 @@ def score_columns(metrics: dict) -> dict[str, float]:
 
 def write_tables(table: pd.DataFrame, out_dir: Path) -> tuple[Path, Path]:
     md, csv = out_dir / "table.md", out_dir / "table.csv"
-    table.to_csv(csv, index=False, float_format="%.4f")
-    md.write_text(to_markdown(table, index=False, floatfmt=".2f") + "\n")
+    write_atomic(csv, table.to_csv(index=False, float_format="%.4f"))
+    write_atomic(md, to_markdown(table, index=False, floatfmt=".2f") + "\n")
     return md, csv
 
 

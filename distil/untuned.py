@@ -26,11 +26,11 @@ import pandas as pd
 import torch
 from rich.console import Console
 
-from distil.bench import write_atomic
+from distil.atomic import write_atomic
+from distil.command import console_command
 from distil.data.batching import pad
 from distil.errors import DistilError
 from distil.markdown import to_markdown
-from distil.progress import show_log_lines
 
 log = logging.getLogger(__name__)
 
@@ -159,21 +159,16 @@ def main(argv: list[str] | None = None) -> None:
     if args and args[0] in ("-h", "--help"):
         print(__doc__)
         return
-    show_log_lines()  # a teacher's fine-tuning and the agnostic build take minutes
     out_dir = None
-    if "--out" in args:  # the tables machinery (distil-table wu-table5) says where the csv goes
-        at = args.index("--out")
-        if at + 1 >= len(args):
-            print("distil-untuned: error: --out needs a directory", file=sys.stderr)
-            raise SystemExit(2)
-        out_dir, args = Path(args[at + 1]), args[:at] + args[at + 2:]
-    overrides = ["dataset=quora", "student=sra", *args]
-    try:
+    with console_command("distil-untuned", log_lines=True):  # a teacher's fine-tuning and the agnostic build
+        if "--out" in args:  # the tables machinery (distil-table wu-table5) says where the csv goes
+            at = args.index("--out")
+            if at + 1 >= len(args):
+                raise DistilError("--out needs a directory")
+            out_dir, args = Path(args[at + 1]), args[:at] + args[at + 2:]
+        overrides = ["dataset=quora", "student=sra", *args]
         frame, out = run(overrides)
         out = out_dir or out
-    except DistilError as error:
-        print(f"distil-untuned: error: {error}", file=sys.stderr)
-        raise SystemExit(2) from None
     out.mkdir(parents=True, exist_ok=True)
     text = to_markdown(frame, index=False, floatfmt=".4f")
     write_atomic(out / "untuned.csv", frame.to_csv(index=False))

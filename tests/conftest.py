@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import copy
 import os
-from functools import cache
 from pathlib import Path
 
 import pytest
-from hydra import compose, initialize_config_dir
 
-from distil.cli import CONF_DIR
+from distil.tables.cells import composed
 
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["HF_DATASETS_OFFLINE"] = "1"
@@ -27,13 +25,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 def compose_config(*overrides: str):
     """A fresh copy of the composed config: a test may change it; composing costs ~0.2 s, copying ~0.01 s."""
-    return copy.deepcopy(_composed(overrides))
-
-
-@cache
-def _composed(overrides: tuple[str, ...]):
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        return compose(config_name="config", overrides=list(overrides))
+    return copy.deepcopy(composed(overrides))
 
 
 @pytest.fixture

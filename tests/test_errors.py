@@ -320,3 +320,23 @@ def test_predict_refuses_empty_or_unreadable_input(tmp_path, capsys, content, me
         file.write_bytes(content)
         args = [tmp_path, "--file", file]
     assert predict_error(args, capsys) == f"distil-predict: error: {message.replace('<file>', str(file))}"
+
+
+@pytest.mark.parametrize("module, prog, data_file", [
+    ("distil.bench_wu", "distil-bench-wu", "quora-pairs/quora_dev_balanced10k.tsv"),
+    ("distil.bench_tang", "distil-bench-tang", "sst2/train.tsv"),
+])
+def test_a_benchmark_without_its_data_ends_in_one_stderr_line_and_writes_nothing(module, prog, data_file, tmp_path,
+                                                                                capsys):
+    """The benchmarks' errors went to stdout, where a pipe takes them for the table."""
+    import importlib
+
+    with pytest.raises(SystemExit) as ended:
+        importlib.import_module(module).main(["--quick", "--data-dir", str(tmp_path), "--out", str(tmp_path / "t")])
+    out, err = capsys.readouterr()
+    assert ended.value.code == 2
+    assert out == ""
+    folder = data_file.split("/")[0]
+    assert err.splitlines() == [f"{prog}: error: {tmp_path / data_file} not found: give --data-dir the folder that "
+                                f"holds {folder}/ (../shared/data here)"]
+    assert not (tmp_path / "t").exists()

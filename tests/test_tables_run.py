@@ -336,6 +336,11 @@ def test_only_runs_the_named_rows_columns_or_where_they_cross_and_writes_the_who
     md = (tmp_path / "outputs" / "tables" / "tiny.md").read_text()
     assert "| D1   | not run | 50.00 |" in md and md.endswith("cells: 2 done, 0 failed, 2 not run.\n")
 
+    code, out, err = table(["tiny", "--only", "D1", "--dry-run"], capsys)  # the cells --only would run, no more
+    assert code == 0, err
+    assert [line.split(": ")[0].split(maxsplit=1)[1] for line in out.splitlines() if line.startswith("  ") and
+            " x " in line] == ["D1 x all seed 1", "D1 x 5k seed 1"]
+
     code, _, err = table(["tiny", "--only", "5K"], capsys)
     assert code == 2
     assert err.strip() == ("distil-table: error: --only '5K' is not a row or column of tiny; its rows: hard, D1; "

@@ -11,12 +11,10 @@ reads the task's transfer set: give dataset=... then.
 
 from __future__ import annotations
 
-import sys
-
 from rich.console import Console
 
+from distil.command import console_command
 from distil.errors import DistilError
-from distil.progress import show_log_lines
 
 
 def build(overrides: list[str]):
@@ -51,12 +49,8 @@ def main(args: list[str]) -> int:
     if args[:1] in (["-h"], ["--help"]):
         print(__doc__)
         return 0
-    show_log_lines()  # each epoch's losses, a resumed build, the heartbeat
-    try:
+    with console_command("distil pretrain", log_lines=True):  # each epoch's losses, a resumed build, the heartbeat
         artifact, what = build(args)
-    except DistilError as error:
-        print(f"distil pretrain: error: {error}", file=sys.stderr)
-        return 2
     losses = {k: v for k, v in artifact.info.items() if k in ("final_mlm_loss", "final_loss", "validation_loss")}
     state = "reused" if artifact.reused else "built"
     Console().print(f"{what}: {state} {artifact.path}" + "".join(f", {k} {v:.4f}" for k, v in losses.items()

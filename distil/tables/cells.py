@@ -131,7 +131,7 @@ def _compose(overrides: Sequence[str], config_dirs: str | None) -> DictConfig:
     groups = [arg for arg in args if not _is_value_override(arg)]
     values = [arg for arg in args if _is_value_override(arg)]
     try:
-        cfg = copy.deepcopy(_compose_groups(tuple(groups)))
+        cfg = copy.deepcopy(composed(tuple(groups)))
         ConfigLoaderImpl._apply_overrides_to_config(OverridesParser.create().parse_overrides(values), cfg)
         return cfg
     except (HydraException, OmegaConfBaseException) as error:
@@ -146,7 +146,9 @@ def _is_value_override(arg: str) -> bool:
 
 
 @lru_cache(maxsize=256)
-def _compose_groups(args: tuple[str, ...]) -> DictConfig:
+def composed(args: tuple[str, ...]) -> DictConfig:
+    """Hydra's composition of the main config with these overrides, cached: shared by every caller,
+    so copy it before changing it."""
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         return compose(config_name="config", overrides=list(args))
 

@@ -81,7 +81,7 @@ class Entry:
 
 def write_table(preset: TablePreset, cells: list[Cell], out_dir: Path, scale: str = "cpu") -> list[Path]:
     """Write `<out_dir>/<preset.name>.{md,csv,tex}` and, if preset.plot is set, `.png`; return the paths."""
-    from distil.bench import write_atomic
+    from distil.atomic import write_atomic
 
     check_renderable(preset)
     out_dir = Path(out_dir)

@@ -17,7 +17,6 @@ cell is recorded in its metrics.json and the others go on; the table marks it wi
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import signal
@@ -29,6 +28,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.text import Text
 
+from distil.atomic import write_json_atomic
+from distil.command import console_command
 from distil.errors import DistilError
 from distil.interrupt import exit_on_interrupt
 from distil.tables.cells import cell_dir, cell_specs, collect, expand, label, read_result
@@ -74,13 +75,6 @@ def run_cell(cell: Cell, root: Path) -> tuple[str, str | None]:
                  f"(its output: {directory / LOG_NAME})")
         write_json_atomic(directory / "metrics.json", {"status": error, "overrides": cell.overrides})
     return ("done" if error is None else error), error
-
-
-def write_json_atomic(path: Path, data: dict) -> None:
-    """As pipeline's (a reader sees the old file or the new one), without importing torch to start."""
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2))
-    os.replace(tmp, path)
 
 
 def stop(process: subprocess.Popen) -> None:
@@ -221,23 +215,23 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
-def check_only(preset: TablePreset, labels: list[str]) -> None:
-    """Every --only label names a row or a column of the preset: a typo would otherwise run nothing."""
+def named_axes(preset: TablePreset, labels: list[str]) -> tuple[set[str], set[str]]:
+    """The rows and the columns --only names; a label that is neither is an error (a typo would
+    otherwise run nothing)."""
     rows, columns = [a.label for a in preset.rows], [a.label for a in preset.columns]
     for name in labels:
         if name not in rows + columns:
             raise DistilError(f"--only {name!r} is not a row or column of {preset.name}; its rows: "
                               f"{', '.join(rows) or 'none'}; its columns: {', '.join(columns) or 'none'}")
+    return set(rows) & set(labels), set(columns) & set(labels)
 
 
-def only_cells(preset: TablePreset, cells: list[Cell], labels: list[str]) -> list[Cell]:
+def only_cells(cells: list[Cell], rows: set[str], columns: set[str]) -> list[Cell]:
     """The cells --only names: those of the named rows, or of the named columns, or, when both rows
     and columns are named, the cells where they cross (`--only 'BiLSTM_SRA (Ours)' --only SST-2`)."""
-    rows = {a.label for a in preset.rows} & set(labels)
-    columns = {a.label for a in preset.columns} & set(labels)
     if rows and columns:
         return [c for c in cells if c.row in rows and c.column in columns]
-    return [c for c in cells if c.row in rows or c.column in columns] if labels else cells
+    return [c for c in cells if c.row in rows or c.column in columns] if rows or columns else cells
 
 
 def run(args: argparse.Namespace) -> list[str]:
@@ -246,14 +240,13 @@ def run(args: argparse.Namespace) -> list[str]:
         list_presets()
         return []
     tables = [p for p in presets() if p.set == args.table_set] if args.all else [load_preset(n) for n in args.names]
-    plan = [(preset, expand(preset, args.scale)) for preset in tables]
-    for preset, _ in plan:
-        check_only(preset, args.only)
+    plan = [(preset, expand(preset, args.scale), named_axes(preset, args.only)) for preset in tables]
     root = outputs_root()
     failed: list[str] = []
-    for preset, cells in plan:
+    for preset, cells, (rows, columns) in plan:
+        chosen = only_cells(cells, rows, columns)
         if args.dry_run:
-            dry_run(preset, cells, root)
+            dry_run(preset, chosen, root)
             continue
         if args.render_only:  # what has run so far; the rest shows "not run"
             render(preset, collect(cells, root), root)
@@ -263,7 +256,6 @@ def run(args: argparse.Namespace) -> list[str]:
                           f"skipped", markup=False)
             continue
         failed += run_bench(root, preset.bench) if preset.kind == "bench" else []
-        chosen = only_cells(preset, cells, args.only)
         failed += run_sweep(preset, chosen, root)
         failed += run_timing(preset, chosen, root) if preset.timing else []
         render(preset, collect(cells, root), root)
@@ -273,12 +265,8 @@ def run(args: argparse.Namespace) -> list[str]:
 def main(argv: list[str] | None = None) -> None:
     """`distil-table`: every ending is one line, never a traceback."""
     args = parse_args(argv)
-    try:
-        with exit_on_interrupt(INTERRUPTED):
-            failed = run(args)
-    except DistilError as error:
-        print(f"distil-table: error: {error}", file=sys.stderr)
-        sys.exit(2)
+    with console_command("distil-table"), exit_on_interrupt(INTERRUPTED):
+        failed = run(args)
     if failed:
         print(f"distil-table: error: {len(failed)} cell(s) failed (status in their metrics.json; the tables mark "
               f"them): {'; '.join(failed)}", file=sys.stderr)

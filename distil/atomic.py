@@ -1,0 +1,20 @@
+"""Files written whole or not at all: a reader (a table, a resumed sweep, a user's script) sees the
+old file or the new one, never half of one, and a run killed mid-write leaves no torn file behind.
+No torch here: distil-table and distil-report write with it before importing anything heavy."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+
+def write_atomic(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def write_json_atomic(path: Path, payload: dict) -> None:
+    write_atomic(path, json.dumps(payload, indent=2, default=float))  # numpy and torch scalars as numbers
