@@ -170,6 +170,24 @@ def test_a_plot_is_written_as_a_png(tmp_path, plot):
     assert paths[-1].read_bytes()[:8] == PNG_MAGIC
 
 
+@pytest.mark.parametrize("paper_values, ylabel", [
+    ({}, "test accuracy (%)"),
+    ({"D0": {"0.7M": 71.26}}, "test accuracy (%); the paper's: accuracy (SST-2)"),
+], ids=["ours-only", "with-the-papers"])
+def test_a_plots_y_axis_names_our_metric_and_the_papers_only_where_it_is_drawn(tmp_path, monkeypatch,
+                                                                               paper_values, ylabel):
+    """turc-fig8's axis read 'accuracy on Amazon Book Reviews' over our SST-2 numbers."""
+    from distil.tables import plots
+
+    drawn = {}
+    monkeypatch.setattr(plots, "line", lambda xs, series, label, title, path: drawn.setdefault("ylabel", label))
+    cells = [cell(row, 1, ok(accuracy=0.7), column) for row in ("D0", "D1") for column in ("0.7M", "5k")]
+    p = preset(columns=[Axis("0.7M"), Axis("5k")], paper_values=paper_values, plot={"x": "columns", "kind": "line"},
+               value="student.test.accuracy", format="percent")
+    write_table(p, cells, tmp_path)
+    assert drawn["ylabel"] == ylabel
+
+
 def test_a_scatter_places_the_papers_points_at_its_own_x_beside_ours():
     from distil.tables.render import paper_points, scatter_points
 

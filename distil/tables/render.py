@@ -518,10 +518,11 @@ def write_plot(preset: TablePreset, cells: list[Cell], grid: dict, rows: list[st
     from distil.tables import plots
 
     kind = preset.plot.get("kind", "line")
-    ylabel = preset.paper_metric or preset.value
+    ylabel = axis_label(preset.plot.get("y", preset.value), preset.format)
     if kind == "scatter":
-        return plots.scatter(scatter_points(preset, cells), preset.plot["x"], ylabel, heading(preset), path,
-                             paper=paper_points(preset), frontier=preset.plot.get("frontier"))
+        paper = paper_points(preset)
+        return plots.scatter(scatter_points(preset, cells), preset.plot["x"], with_papers(ylabel, preset, paper),
+                             heading(preset), path, paper=paper, frontier=preset.plot.get("frontier"))
     by_rows = preset.plot.get("x") == "rows" or columns == [None]  # one column: x = its rows (stages)
     xs, lines = (rows, columns) if by_rows else (columns, rows)
 
@@ -532,7 +533,21 @@ def write_plot(preset: TablePreset, cells: list[Cell], grid: dict, rows: list[st
         [e.mean if (e := grid.get(at(line, x))) else None for x in xs],
         [e.std if (e := grid.get(at(line, x))) else None for x in xs],
         [paper_value(preset, *at(line, x)) for x in xs]) for line in lines}
-    return plots.line([str(x) for x in xs], series, ylabel, heading(preset), path)
+    published = [v for _, _, paper in series.values() for v in paper if v is not None]
+    return plots.line([str(x) for x in xs], series, with_papers(ylabel, preset, published), heading(preset), path)
+
+
+def axis_label(path: str, value_format: str) -> str:
+    """What our numbers on an axis are, from their metrics.json path: `student.test.accuracy` ->
+    'test accuracy (%)'. Not the paper's metric: at cpu scale it is often another dataset."""
+    words = path.split(".")
+    words = words[1:] if words[0] == "student" and len(words) > 1 else words
+    return " ".join(words).replace("_", " ") + (" (%)" if value_format == "percent" else "")
+
+
+def with_papers(label: str, preset: TablePreset, published: list) -> str:
+    """The paper's metric beside ours where the plot also shows the paper's numbers."""
+    return f"{label}; the paper's: {preset.paper_metric}" if published and preset.paper_metric else label
 
 
 def paper_points(preset: TablePreset) -> list[tuple[str, float, float]]:
