@@ -16,15 +16,17 @@ def test_wheel_install_runs_from_another_directory(tmp_path):
     # the venv sees this interpreter's installed dependencies (torch, transformers, ...), whether it is
     # the system's or a venv's (--system-site-packages would see only the system's), as plain paths after
     # its own: distil itself comes from the wheel built here, and an editable install's hook is not run
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    # without its own pip: this interpreter's pip installs into it (--python), which saves ~5 s
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     inner = subprocess.run([venv / "bin" / "python", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                            capture_output=True, text=True, check=True).stdout.strip()
     Path(inner, "outer-site-packages.pth").write_text("\n".join(site.getsitepackages()) + "\n")
     source = tmp_path / "source"  # a copy, so the build leaves nothing in the checkout (as pip install . would)
     shutil.copytree(REPO, source, ignore=shutil.ignore_patterns("outputs", ".git", "*.egg-info", "build",
                                                                 "__pycache__", ".pytest_cache"), symlinks=True)
-    subprocess.run([venv / "bin" / "pip", "install", "-q", "--no-deps", str(source)],
-                   check=True, capture_output=True)
+    # the build uses this interpreter's setuptools (installed with distil) rather than fetching one
+    subprocess.run([sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install", "-q",
+                    "--no-deps", "--no-build-isolation", str(source)], check=True, capture_output=True)
     shutil.rmtree(source)  # nothing may be read from a source tree any more
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
