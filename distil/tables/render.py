@@ -518,10 +518,10 @@ def write_plot(preset: TablePreset, cells: list[Cell], grid: dict, rows: list[st
     from distil.tables import plots
 
     kind = preset.plot.get("kind", "line")
-    ylabel = axis_label(preset.plot.get("y", preset.value), preset.format)
+    ylabel = axis_label(plot_y(preset), preset.format)
     if kind == "scatter":
         paper = paper_points(preset)
-        return plots.scatter(scatter_points(preset, cells), preset.plot["x"], with_papers(ylabel, preset, paper),
+        return plots.scatter(scatter_points(preset, cells), preset.plot["x"], with_papers(ylabel, preset, bool(paper)),
                              heading(preset), path, paper=paper, frontier=preset.plot.get("frontier"))
     by_rows = preset.plot.get("x") == "rows" or columns == [None]  # one column: x = its rows (stages)
     xs, lines = (rows, columns) if by_rows else (columns, rows)
@@ -533,8 +533,13 @@ def write_plot(preset: TablePreset, cells: list[Cell], grid: dict, rows: list[st
         [e.mean if (e := grid.get(at(line, x))) else None for x in xs],
         [e.std if (e := grid.get(at(line, x))) else None for x in xs],
         [paper_value(preset, *at(line, x)) for x in xs]) for line in lines}
-    published = [v for _, _, paper in series.values() for v in paper if v is not None]
-    return plots.line([str(x) for x in xs], series, with_papers(ylabel, preset, published), heading(preset), path)
+    drawn = any(v is not None for _, _, paper in series.values() for v in paper)
+    return plots.line([str(x) for x in xs], series, with_papers(ylabel, preset, drawn), heading(preset), path)
+
+
+def plot_y(preset: TablePreset) -> str:
+    """The metrics.json path a plot draws on its y axis."""
+    return preset.plot.get("y", preset.value)
 
 
 def axis_label(path: str, value_format: str) -> str:
@@ -545,9 +550,9 @@ def axis_label(path: str, value_format: str) -> str:
     return " ".join(words).replace("_", " ") + (" (%)" if value_format == "percent" else "")
 
 
-def with_papers(label: str, preset: TablePreset, published: list) -> str:
+def with_papers(label: str, preset: TablePreset, papers_drawn: bool) -> str:
     """The paper's metric beside ours where the plot also shows the paper's numbers."""
-    return f"{label}; the paper's: {preset.paper_metric}" if published and preset.paper_metric else label
+    return f"{label}; the paper's: {preset.paper_metric}" if papers_drawn and preset.paper_metric else label
 
 
 def paper_points(preset: TablePreset) -> list[tuple[str, float, float]]:
@@ -560,7 +565,7 @@ def paper_points(preset: TablePreset) -> list[tuple[str, float, float]]:
 def scatter_points(preset: TablePreset, cells: list[Cell]) -> list[tuple[str, float, float]]:
     """(label, x, y) per (row, column) that has both numbers: the mean over its seeds; x as it is in
     metrics.json, y in the table's units."""
-    x_path, y_path = preset.plot["x"], preset.plot.get("y", preset.value)
+    x_path, y_path = preset.plot["x"], plot_y(preset)
     # a column that only picks what is read (value) is the same run as its row's other columns: one point
     runs = {(c.row, None if (axis := column_axis(preset, c.column)) is not None and axis.value else c.column,
              c.seed): c for c in cells if cell_problem(c) is None}
