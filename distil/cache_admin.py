@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import fcntl
+import functools
 import json
 import os
 import re
@@ -557,8 +558,15 @@ def report_dependants(deletion: Deletion, artifacts: list[Artifact], plan: list[
 
 
 class Parser(argparse.ArgumentParser):
+    """Errors name the command as the user typed it (`distil-cache` or `distil cache`), also from a
+    subcommand's parser, whose own prog is `distil cache prune`."""
+
+    def __init__(self, *args, command: str = PROG, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.command = command
+
     def error(self, message: str) -> None:  # one line, with where to look, instead of usage + message
-        print(f"{PROG}: error: {message} (see: {self.prog} --help)", file=sys.stderr)
+        print(f"{self.command}: error: {message} (see: {self.prog} --help)", file=sys.stderr)
         sys.exit(2)
 
 
@@ -581,11 +589,13 @@ def add_command(commands, name: str, summary: str, description: str, run) -> Par
 
 
 def build_parser(prog: str) -> Parser:
-    parser = Parser(prog=prog, description="List, verify and prune the artifact cache (fine-tuned teachers, "
-                                           "cached teacher targets) that distil runs share.",
+    parser = Parser(prog=prog, command=prog,
+                    description="List, verify and prune the artifact cache (fine-tuned teachers, "
+                                "cached teacher targets) that distil runs share.",
                     epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_common_options(parser, None)
-    commands = parser.add_subparsers(dest="command", metavar="{list,verify,prune}", parser_class=Parser)
+    commands = parser.add_subparsers(dest="command", metavar="{list,verify,prune}",
+                                     parser_class=functools.partial(Parser, command=prog))
 
     listing = add_command(commands, "list", "what is cached, size, last use",
                           "One row per artifact: kind, key, what it is, size on disk, last used; then the "
@@ -624,7 +634,7 @@ def main(argv: list[str] | None = None, prog: str = PROG) -> int:
         root = open_cache(args.cache_dir or default_cache_dir())
         return args.run(root, args)
     except DistilError as error:
-        print(f"{PROG}: error: {error}", file=sys.stderr)
+        print(f"{prog}: error: {error}", file=sys.stderr)
         return 2
     except BrokenPipeError:  # `distil cache list | head`
         sys.stderr.close()

@@ -328,6 +328,18 @@ def test_bad_input_is_one_line_exit_2(cache, capsys, args, message):
     assert err.startswith("distil-cache: error: ") and message in err and "Traceback" not in err
 
 
+@pytest.mark.parametrize("args", [["verify", "nope"], ["prune"], ["prune", "--max-size", "lots"]])
+def test_errors_name_the_command_as_typed(cache, capsys, args):
+    """`distil cache ...` is the same command as `distil-cache ...`; its errors say `distil cache`,
+    from the command itself, the top parser and a subcommand's parser alike."""
+    try:
+        code = main([*args, "--cache-dir", str(cache)], prog="distil cache")
+    except SystemExit as exit_:
+        code = exit_.code
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith("distil cache: error: ") and "distil-cache" not in err
+
+
 def test_missing_cache_dir_says_what_to_pass(tmp_path, capsys):
     assert cli(tmp_path / "nowhere", capsys, "list")[0] == 2
     (tmp_path / "outputs" / "cache" / "teachers").mkdir(parents=True)
