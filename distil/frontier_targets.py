@@ -1,7 +1,9 @@
 """Issue 15's targets, checked on the SST-2 frontier table's runs (`make frontier` writes
 outputs/tables/frontier-targets.{md,csv}):
 
-  * the static student reaches model2vec's logit-regression accuracy (79.6% test, measured in the issue);
+  * the static student, under the runner's best schedule for it, reaches model2vec's logit-regression
+    accuracy (79.6% test, measured in the issue); "best" is the frontier-static row with the highest
+    mean dev accuracy (the test accuracy only reports), else frontier-sst2's static row (d1);
   * at >= 20x the BiLSTM student's batch-32 throughput and >= 15x its one-sentence speed, end to end
     (tokenisation included);
   * at >= 0.8x the speed of model2vec's own pipeline on the same sentences;
@@ -45,8 +47,8 @@ def by_row(cells: list[Cell]) -> dict[str, list[dict]]:
     return {row: [runs[seed] for seed in sorted(runs)] for row, runs in rows.items()}
 
 
-def accuracy(runs: list[dict]) -> float:
-    return 100 * statistics.mean(run["student"]["test"]["accuracy"] for run in runs)
+def accuracy(runs: list[dict], split: str = "test") -> float:
+    return 100 * statistics.mean(run["student"][split]["accuracy"] for run in runs)
 
 
 def latency(runs: list[dict]) -> float:
@@ -81,11 +83,22 @@ def frontier_target(rows: dict[str, list[dict]]) -> Target:
     return Target("a runner student on or above the frontier at every latency", float(not beaten), 1, spread)
 
 
-def targets(cells: list[Cell]) -> list[Target]:
+def static_accuracy_target(rows: dict[str, list[dict]], schedules: dict[str, list[dict]]) -> Target:
+    """The static student's test accuracy under the schedule with the best mean dev accuracy (each
+    schedule's runs all seeds it has); frontier-sst2's own static row (d1) without schedule runs."""
+    name = "static student test accuracy (%), best schedule on dev"
+    if schedules:
+        best = max(schedules, key=lambda row: accuracy(schedules[row], "dev"))
+        return Target(name, accuracy(schedules[best]), MODEL2VEC_ACCURACY,
+                      f"{best} (dev {accuracy(schedules[best], 'dev'):.2f}, n={len(schedules[best])})")
+    return Target(name, accuracy(rows[STATIC]) if STATIC in rows else None, MODEL2VEC_ACCURACY, "d1 (frontier-sst2)")
+
+
+def targets(cells: list[Cell], schedule_cells: list[Cell] = ()) -> list[Target]:
+    """`cells`: frontier-sst2's; `schedule_cells`: frontier-static's (the static student's schedules)."""
     rows = by_row(cells)
     return [
-        Target("static student test accuracy (%)", accuracy(rows[STATIC]) if STATIC in rows else None,
-               MODEL2VEC_ACCURACY),
+        static_accuracy_target(rows, by_row(list(schedule_cells))),
         speed_target("static vs BiLSTM, batch 32 end to end (x)", rows, BILSTM, STATIC, "batch32_ex_per_s", 20),
         speed_target("static vs BiLSTM, one sentence end to end (x)", rows, BILSTM, STATIC, "single_ms", 15),
         speed_target("static vs model2vec's pipeline, batch 32 end to end (x)", rows, MODEL2VEC, STATIC,

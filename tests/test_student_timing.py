@@ -121,3 +121,19 @@ def test_issue_15_targets_read_pass_by_pass_ratios_and_the_frontier():
     assert frontier.met is False and frontier.spread == f"not matched: {MODEL2VEC}"
     runs[(BILSTM, 1)]["timing"]["single_ms"] = runs[(BILSTM, 2)]["timing"]["single_ms"] = 0.9
     assert targets(cells)[-1].met is True  # now a runner student is as fast and more accurate (85%)
+
+
+def test_the_static_accuracy_target_takes_the_schedule_best_on_dev_and_reports_its_test():
+    from distil.frontier_targets import targets
+
+    def run(dev: float, test: float) -> dict:
+        return {"status": "ok", "student": {"dev": {"accuracy": dev}, "test": {"accuracy": test}}}
+
+    # "soft" is best on dev (mean 0.81) though "d1" has the better test accuracy: dev chooses
+    runs = {("d1", 1): run(0.78, 0.82), ("d1", 2): run(0.80, 0.82),
+            ("soft", 1): run(0.81, 0.79), ("soft", 2): run(0.81, 0.80), ("d0", 1): run(0.70, 0.90)}
+    schedules = [Cell(row=row, column=None, seed=seed, overrides=[], key=f"{row}{seed}", metrics=metrics)
+                 for (row, seed), metrics in runs.items()]
+    accuracy = targets([], schedules)[0]
+    assert accuracy.ours == pytest.approx(79.5) and accuracy.spread == "soft (dev 81.00, n=2)"
+    assert targets([], [])[0].ours is None  # nothing run: not measured
