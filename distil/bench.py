@@ -30,8 +30,7 @@ import argparse
 import math
 import statistics
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
@@ -49,6 +48,7 @@ from distil.command import console_command
 from distil.data.batching import pad
 from distil.markdown import to_markdown
 from distil.progress import progress_bar
+from distil.speed import torch_threads
 from distil.students.bilstm import BiLSTMClassifier
 from distil.students.tang import TangStudent
 
@@ -460,17 +460,6 @@ def _cell(value: object) -> str:
     if value == "not met":
         return "[red]not met[/red]"
     return "[green]met[/green]" if value == "met" else str(value)
-
-
-@contextmanager
-def torch_threads(threads: int) -> Iterator[None]:
-    # Restored afterwards so calling main() from Python (tests) leaves the process as it found it.
-    previous = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(previous)
 
 
 def pass_count(args: argparse.Namespace) -> int:

@@ -717,8 +717,8 @@ def run(args: argparse.Namespace) -> tuple[dict, list[str]]:
     """Every chosen measurement; returns (results, errors). An error in one does not stop the others."""
     import torch
 
-    from distil.bench import torch_threads
     from distil.pipeline import quiet_libraries
+    from distil.speed import torch_threads
 
     quiet_libraries()
     results, errors = {}, []

@@ -26,10 +26,11 @@ from rich.console import Console
 from transformers import BertConfig, BertForPreTraining
 
 from distil.atomic import write_atomic
-from distil.bench import count_params, interleaved_seconds, pass_ratios, spread, torch_threads
+from distil.bench import count_params, interleaved_seconds, pass_ratios, spread
 from distil.command import console_command
 from distil.markdown import to_markdown
 from distil.progress import progress_bar
+from distil.speed import torch_threads
 
 LAYERS = (2, 4, 6, 8, 10, 12)
 WIDTHS = (128, 256, 512, 768)

@@ -26,12 +26,13 @@ from rich.console import Console
 from transformers import BertConfig, BertForSequenceClassification
 
 from distil.atomic import write_atomic
-from distil.bench import count_params, interleaved_seconds, pass_ratios, spread, torch_threads
+from distil.bench import count_params, interleaved_seconds, pass_ratios, spread
 from distil.bench_tang import batches_of, minilm_tokenizer
 from distil.command import console_command
 from distil.errors import DistilError
 from distil.markdown import to_markdown
 from distil.progress import progress_bar
+from distil.speed import torch_threads
 from distil.students.siamese import SiameseBiLSTM
 from distil.students.sra import SRAStudent
 

@@ -6,7 +6,8 @@ Batches are padded before the clock starts, so tokenisation and collation are no
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 import torch
 
@@ -23,3 +24,15 @@ def examples_per_second(forward: Callable[..., object], tokens: Tokens, n: int, 
     for inputs in batches:
         forward(*inputs)
     return n / (time.perf_counter() - start)
+
+
+@contextmanager
+def torch_threads(threads: int) -> Iterator[None]:
+    """torch's intra-op threads set for a block, and restored afterwards (so calling a command's
+    main() from Python, as the tests do, leaves the process as it found it)."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)

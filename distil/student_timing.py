@@ -27,15 +27,20 @@ from pathlib import Path
 
 import torch
 
-from distil.bench import interleaved_seconds, pass_ratios, split_passes, spread, torch_threads
+from distil.bench import interleaved_seconds, pass_ratios, split_passes, spread
 from distil.data.batching import pad
 from distil.errors import DistilError
 from distil.overrides import CONFIG_DIR_ENV
 from distil.predict import SavedStudent
+from distil.speed import torch_threads
 from distil.tables.cells import TIMING_FILE
 from distil.tasks import Task, make_task
 from distil.tasks.text import PAIR_SEPARATOR
 
+# What was timed: bumped whenever serving changes (distil.predict, the students' serving paths), so
+# a table re-times its students instead of showing numbers of code that no longer runs.
+# 2: the static student serves bags of wordpieces (StaticStudent.forward_bags), unpadded.
+SERVING_VERSION = 2
 BATCH = 32
 SINGLES = 64  # texts timed one at a time
 PASSES = 8
@@ -148,6 +153,7 @@ def write_timings(cells: dict[str, Path], teacher_dir: Path, task: Task, max_len
     for key, directory in cells.items():
         record = {**timings[key], "disk_mb": disk_mb(directory / "student"), "teacher": teacher,
                   "texts": len(texts), "passes": passes, "threads": threads, "group": group,
+                  "serving_version": SERVING_VERSION,
                   # per pass, so any two students of the group compare pass by pass (scripts/frontier_targets.py)
                   "seconds": results[key]["per_pass"]}
         path = directory / TIMING_FILE
@@ -158,11 +164,15 @@ def write_timings(cells: dict[str, Path], teacher_dir: Path, task: Task, max_len
 
 
 def timing_is_current(cells: dict[str, Path]) -> bool:
-    """Every cell has a timing.json from one run that timed exactly these cells together."""
+    """Every cell has a timing.json from one run that timed exactly these cells together, as they
+    are served today (SERVING_VERSION; records before it had none: version 1)."""
     group = sorted(cells)
     for directory in cells.values():
         path = directory / TIMING_FILE
-        if not path.is_file() or json.loads(path.read_text()).get("group") != group:
+        if not path.is_file():
+            return False
+        record = json.loads(path.read_text())
+        if record.get("group") != group or record.get("serving_version", 1) != SERVING_VERSION:
             return False
     return True
 

@@ -16,6 +16,7 @@ from transformers import BertConfig, BertModel, BertTokenizerFast
 from distil.data.batching import model_inputs
 from distil.errors import DistilError
 from distil.students.embeddings import check_embedding_init, initial_embeddings, sif_weights
+from distil.students.heads import WithRepresentation
 from distil.students.static import StaticStudent, with_context
 from distil.teacher.token_vectors import token_output_vectors
 from tests.test_cli import distil_in_process
@@ -59,6 +60,28 @@ def test_pair_features_are_u_v_their_absolute_difference_and_product():
     u, v = [2.0, 1.0], [-1.0, 4.0]
     torch.testing.assert_close(out["logits"][0], torch.tensor([*u, *v, 3.0, 3.0, -2.0, 4.0]))
     torch.testing.assert_close(out["sentences"][0], torch.tensor([u, v]))  # each sentence's own vector
+
+
+@pytest.mark.parametrize("inputs,projection", [("text", None), ("pair", None), ("text", "path"), ("pair", "side")])
+def test_bags_of_wordpieces_give_the_padded_batches_logits(inputs, projection):
+    """Serving (forward_bags: ids laid end to end + offsets) computes what training's padded forward does,
+    also through a projection to the teacher's width in the path (d4.2) or beside it (side)."""
+    model = static(inputs, mlp=3, dim=4)
+    if projection:
+        model = WithRepresentation(model, teacher_hidden_size=5, place=projection).eval()
+    sentences = [[2, 3, 4], [5], [6, 7, 8, 9, 2], [3, 3]]
+    if inputs == "text":
+        padded = model(*model_inputs(sentences))["logits"]
+        columns = [sentences]
+    else:
+        padded = model(*model_inputs(list(zip(sentences, sentences[::-1], strict=True))))["logits"]
+        columns = [sentences, sentences[::-1]]
+    bags = []
+    for column in columns:
+        lengths = torch.tensor([len(s) for s in column])
+        bags += [torch.tensor([t for s in column for t in s]), torch.cat([torch.zeros(1, dtype=torch.long),
+                                                                           lengths.cumsum(0)[:-1]])]
+    torch.testing.assert_close(model.forward_bags(*bags)["logits"], padded)
 
 
 def test_a_tagger_reads_its_neighbours_and_zeros_beyond_the_sentence():
@@ -149,6 +172,30 @@ def test_static_student_runs_end_to_end(tmp_path, monkeypatch, capsys, dataset, 
     assert code == 0, err
     metrics = json.loads(next((tmp_path / "outputs" / "runs").rglob("metrics.json")).read_text())
     assert metrics["status"] == "ok" and metrics["choices"]["student"] == "static"
+    if dataset != "toy-ner":
+        served_as_trained(next((tmp_path / "outputs" / "runs").rglob("metrics.json")).parent / "student")
     steps = [stage.get("step") for stage in metrics["student"]["stages"]]
     if schedule == "d3.2":  # gradual unfreezing walks the static student's own layers, top first
         assert steps == ["projection", "mlp", "embeddings", "classifier", "projection", "mlp", "embeddings"], steps
+
+
+def served_as_trained(directory):
+    """The saved student serves batches as bags of wordpieces from the Rust tokenizer; its logits are
+    those of the path it was trained and evaluated on (the transformers tokenizer, padded batches),
+    truncation, accents, unseen wordpieces and pairs included."""
+    from distil.predict import SavedStudent
+    from distil.tasks.text import encode_user_texts
+
+    saved = SavedStudent(directory)
+    assert saved.bags
+    texts = ["a fine film", "dull and long " * 80, "Über café naïve, 東京", "zyzzyva qwxq", "x"]
+    pair = saved.task.inputs == "pair"
+    if pair:
+        texts = [f"{a} ||| {b}" for a, b in zip(texts, texts[::-1], strict=True)]
+    ids = encode_user_texts(saved.tokenizer, texts, saved.config["max_length"], pair, apart=True)
+    padded = model_inputs([tuple(saved.vocab.map(part) for part in example) if pair else saved.vocab.map(example)
+                           for example in ids])
+    with torch.inference_mode():
+        torch.testing.assert_close(saved.logits(saved.encode_batch(texts)), saved.model(*padded)["logits"])
+    assert max(map(len, ids if not pair else [a for a, _ in ids])) == saved.config["max_length"]  # truncated
+

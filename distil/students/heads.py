@@ -47,7 +47,19 @@ class WithRepresentation(nn.Module):
         return [classifier, ("projection", self.projection), *below]
 
     def forward(self, *inputs: torch.Tensor) -> dict[str, torch.Tensor]:
-        out = self.student(*inputs)
+        return self._with_representation(self.student(*inputs))
+
+    @property
+    def serves_bags(self) -> bool:
+        return getattr(self.student, "serves_bags", False)
+
+    def forward_bags(self, *bags: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Serving a bag-of-wordpieces student (StaticStudent.forward_bags): its logits, through the
+        projection when it is in the path; a side projection serves no prediction and is skipped."""
+        out = self.student.forward_bags(*bags)
+        return self._with_representation(out) if self.in_path else out
+
+    def _with_representation(self, out: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         representation = F.gelu(self.projection(projected_state(out)))
         if not self.in_path:
             return {**out, "representation": representation}

@@ -74,7 +74,7 @@ class StaticStudent(nn.Module):
         if self.inputs == "pair":
             ids_a, mask_a, ids_b, mask_b = inputs
             u, v = masked_mean(self.embedding(ids_a), mask_a), masked_mean(self.embedding(ids_b), mask_b)
-            hidden = self._hidden(torch.cat([u, v, (u - v).abs(), u * v], dim=-1))
+            hidden = self._hidden(pair_features(u, v))
             return {"pooled": hidden, "sentences": torch.stack([u, v], dim=1),
                     "logits": self.classifier(self.dropout(hidden))}
         ids, mask = inputs
@@ -84,3 +84,30 @@ class StaticStudent(nn.Module):
             return {"states": states, "logits": self.classifier(self.dropout(states))}
         pooled = self._hidden(masked_mean(vectors, mask))
         return {"pooled": pooled, "logits": self.classifier(self.dropout(pooled))}
+
+    @property
+    def serves_bags(self) -> bool:
+        return self.inputs != "tokens"
+
+    def forward_bags(self, *bags: torch.Tensor) -> dict[str, torch.Tensor]:
+        """`forward`'s pooled vector and logits from bags of wordpieces instead of padded batches:
+        (ids, offsets) per sentence column, the ids of all sentences laid end to end and the offset
+        where each begins (a pair: the first sentences' bags, then the seconds'). Serving
+        (distil.predict) takes this path: no padding to build, no padded positions to embed, one
+        fused lookup-and-mean. Sentences only (text, pair), not tagging."""
+        if self.training:  # serving only: what follows is the eval-mode forward, without dropout
+            raise RuntimeError("forward_bags serves a trained student: call .eval() first")
+        means = [F.embedding_bag(ids, self.embedding.weight, offsets, mode="mean")
+                 for ids, offsets in zip(bags[::2], bags[1::2], strict=True)]
+        pooled = pair_features(*means) if self.inputs == "pair" else means[0]
+        # the layers as functions: per call, a module's hooks and dispatch cost more than a
+        # one-sentence matrix product does (single-sentence latency is what serving measures)
+        if self.mlp is not None:  # (Dropout, Linear, ReLU), see __init__
+            pooled = torch.relu(F.linear(pooled, self.mlp[1].weight, self.mlp[1].bias))
+        return {"pooled": pooled, "logits": self.classifier(pooled)}  # nn.Identity under a projection in the path
+
+
+def pair_features(u: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """[u, v, |u - v|, u * v]: two sentence vectors compared, as sentence-embedding heads do."""
+    return torch.cat([u, v, (u - v).abs(), u * v], dim=-1)
+

@@ -8,6 +8,7 @@ training token maps to: UnkDropout gives that row its training signal.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Hashable, Iterable, Sequence
 from pathlib import Path
@@ -36,12 +37,17 @@ class TrimmedVocab:
                   for ragged in ((part.first, part.second) if isinstance(part, RaggedPair) else (part,))]
         return cls(np.unique(np.concatenate(arrays)).tolist() if arrays else [])
 
+    @functools.cached_property
+    def table(self) -> np.ndarray:
+        """Teacher id -> student id, as an array indexed by teacher id (UNK where unseen); wordpiece
+        vocabularies only (a word vocabulary's ids are strings)."""
+        table = np.full(max(self.teacher_ids, default=-1) + 1, UNK, dtype=np.int64)
+        table[np.asarray(self.teacher_ids, dtype=np.int64)] = np.arange(2, len(self.teacher_ids) + 2)
+        return table
+
     def map_tokens(self, tokens: Tokens) -> Tokens:
         """Teacher ids -> student ids for a whole column at once; unseen ids become UNK."""
-        top = max(self.teacher_ids, default=-1) + 1
-        table = np.full(top, UNK, dtype=np.int32)
-        table[np.asarray(self.teacher_ids, dtype=np.int64)] = np.arange(2, len(self.teacher_ids) + 2)
-        return tokens.map_values(table, UNK)
+        return tokens.map_values(self.table, UNK)
 
     def map_words(self, sentences: Iterable[Sequence[str]]) -> Ragged:
         return Ragged.from_lists(self.map(words) for words in sentences)

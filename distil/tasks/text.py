@@ -6,6 +6,9 @@ pair:           [CLS] text [SEP] text_pair [SEP], and each text alone for siames
 
 from __future__ import annotations
 
+import copy
+from collections.abc import Callable
+
 import datasets
 import torch
 
@@ -43,12 +46,31 @@ def encode_user_text(tokenizer, text: str, max_length: int, pair: bool, apart: b
     return tokenizer(first, second if pair else None, truncation=True, max_length=max_length)["input_ids"], None
 
 
+def split_pairs(texts: list[str]) -> tuple[list[str], list[str]]:
+    """'first ||| second' texts -> (the first sentences, the second sentences), each stripped."""
+    split = [[part.strip() for part in text.partition(PAIR_SEPARATOR)[::2]] for text in texts]
+    return [a for a, _ in split], [b for _, b in split]
+
+
+def wordpiece_encoder(tokenizer, max_length: int) -> Callable[[list[str]], list[list[int]]]:
+    """texts -> their wordpiece ids as tokenizer(texts, truncation=True, max_length=...) gives them
+    (special tokens included), from the Rust tokenizer directly when there is one: without the
+    transformers wrapper's per-call work and without the character offsets nobody reads (serving a
+    static student, where tokenising is most of the time)."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is None:
+        return lambda texts: tokenizer(texts, truncation=True, max_length=max_length)["input_ids"]
+    backend = copy.deepcopy(backend)  # the loaded tokenizer's own settings stay as they were
+    backend.no_padding()
+    backend.enable_truncation(max_length)
+    return lambda texts: [encoding.ids for encoding in backend.encode_batch_fast(texts)]
+
+
 def encode_user_texts(tokenizer, texts: list[str], max_length: int, pair: bool, apart: bool) -> list:
     """encode_user_text for many texts with one batched tokenizer call (serving a batch)."""
     if not pair:
         return tokenizer(texts, truncation=True, max_length=max_length)["input_ids"]
-    split = [[part.strip() for part in text.partition(PAIR_SEPARATOR)[::2]] for text in texts]
-    firsts, seconds = [a for a, _ in split], [b for _, b in split]
+    firsts, seconds = split_pairs(texts)
     if apart:
         encoded = [tokenizer(part, truncation=True, max_length=max_length)["input_ids"] for part in (firsts, seconds)]
         return list(zip(*encoded, strict=True))
