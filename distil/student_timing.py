@@ -3,7 +3,8 @@
 Each student is a finished table cell's `student/` folder, timed on the test texts of its dataset
 with the same threads as the teacher:
   batch32_ex_per_s        end to end: texts in, logits out (tokenisation, vocabulary mapping, padding,
-                          the model), 32 texts per call
+                          the model), 32 texts per call, as distil.predict serves the student (the
+                          static student: bags of wordpieces, unpadded)
   model_batch32_ex_per_s  the model alone, on inputs encoded before the clock starts
   single_ms               end to end, one text per call (serving one request at a time)
   model_single_ms         the model alone, one example per call
