@@ -199,6 +199,26 @@ def test_a_scatter_places_the_papers_points_at_its_own_x_beside_ours():
     assert scatter_points(p, cells) == [("D0", 15.0, pytest.approx(71.5)), ("D1", 15.0, pytest.approx(71.5))]
 
 
+def test_a_scatters_reference_rows_are_drawn_apart_and_its_x_axis_reads_in_words(tmp_path, monkeypatch):
+    """Rows labelled with `references` (other tools: frontier tables' peers) are not drawn as ours."""
+    from distil.tables import plots
+
+    drawn = {}
+    monkeypatch.setattr(plots, "scatter", lambda points, xlabel, ylabel, title, path, **options:
+                        drawn.update(points=points, xlabel=xlabel, **options))
+    cells = [cell(row, 1, {**ok(accuracy=accuracy), "timing": {"single_ms": ms}})
+             for row, accuracy, ms in (("static", 0.80, 0.3), ("peer: tfidf", 0.78, 0.1))]
+    plot = {"x": "timing.single_ms", "y": "student.test.accuracy", "kind": "scatter", "frontier": "lower_x",
+            "references": "peer: ", "xscale": "log", "xlabel": "ms per sentence"}
+    write_table(preset(rows=[Axis("static"), Axis("peer: tfidf")], plot=plot), cells, tmp_path)
+    assert drawn["points"] == [("static", 0.3, pytest.approx(80.0))]
+    assert drawn["references"] == [("peer: tfidf", 0.1, pytest.approx(78.0))]
+    assert (drawn["xlabel"], drawn["xscale"], drawn["frontier"]) == ("ms per sentence", "log", "lower_x")
+    del plot["xlabel"]
+    write_table(preset(rows=[Axis("static"), Axis("peer: tfidf")], plot=plot), cells, tmp_path)
+    assert drawn["xlabel"] == "timing single ms"  # no words given: its metrics.json path
+
+
 @pytest.mark.parametrize("fields, message", [
     ({"rows_from": "languages", "value": "f1"},
      "table paper-table3: rows_from: languages reads student.<split>.per_language, so value must be "

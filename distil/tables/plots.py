@@ -55,21 +55,26 @@ def pareto(points: list[tuple[str, float, float]], lower_x: bool = True) -> list
 
 
 def scatter(points: list[tuple[str, float, float]], xlabel: str, ylabel: str, title: str, path: Path,
-            paper: list[tuple[str, float, float]] = (), frontier: str | None = None) -> Path:
+            paper: list[tuple[str, float, float]] = (), frontier: str | None = None,
+            references: list[tuple[str, float, float]] = (), xscale: str = "linear") -> Path:
     """Ours as labelled dots; the paper's (label, x, y), where given, as labelled crosses beside them;
-    with `frontier` (lower_x or higher_x), our Pareto frontier as a line through its points."""
-    fig, ax = plt.subplots(figsize=(5.5, 4))
-    if frontier and points:
-        front = pareto(points, lower_x=frontier == "lower_x")
+    `references` (other tools on the same data) as grey triangles; with `frontier` (lower_x or
+    higher_x), the Pareto frontier over ours and the references as a line through its points;
+    `xscale` log for an axis spanning orders of magnitude (latency from a static student to SetFit)."""
+    fig, ax = plt.subplots(figsize=(6.5, 4.5))
+    if frontier and (points or references):
+        front = pareto([*points, *references], lower_x=frontier == "lower_x")
         ax.plot([p[1] for p in front], [p[2] for p in front], color="C2", linestyle="-", linewidth=1,
                 marker="s", markersize=9, markerfacecolor="none", label="Pareto frontier")
-    for mine, colour, marker, name in ((points, "C0", "o", "ours"), (paper, "C1", "x", "paper")):
+    for mine, colour, marker, name in ((points, "C0", "o", "ours"), (references, "0.45", "^", "other tools"),
+                                       (paper, "C1", "x", "paper")):
         if not mine:
             continue
         ax.scatter([p[1] for p in mine], [p[2] for p in mine], color=colour, marker=marker, label=name)
         for label, x, y in mine:
             ax.annotate(label, (x, y), textcoords="offset points", xytext=(4, 4), fontsize=7, color=colour)
     ax.set_xlabel(xlabel)
+    ax.set_xscale(xscale)
     return finish(fig, ax, ylabel, title, path)
 
 

@@ -37,7 +37,11 @@ published, so `distil-table` can run the missing cells and print ours beside the
     compare: columns                   # optional: rank columns within each row (rows: rows within each
                                        # column) against the paper's order, with the spread over seeds
     plot: null                         # null | {x: columns, kind: line} | {x: <path>, y: <path>, kind: scatter}
-                                       # scatter: paper_x: {row: the paper's x} plots the paper's points too
+                                       # scatter: paper_x: {row: the paper's x} plots the paper's points too;
+                                       # xlabel: what x is, in words (else its metrics.json path);
+                                       # xscale: log for an axis over orders of magnitude;
+                                       # references: a row-label prefix ("peer: "): those rows are other
+                                       # tools, drawn apart from ours (the frontier counts them too)
 
 A cell is one run: the scale's base overrides + the row's + the column's + `seed=<s>`, for every
 seed of the scale. Its key hashes the composed config (everything that changes its result), so

@@ -116,6 +116,8 @@ def check_renderable(preset: TablePreset) -> None:
         if preset.plot.get("frontier") not in FRONTIERS:
             raise DistilError(f"table {preset.name}: plot.frontier '{preset.plot['frontier']}' is not one of: "
                               f"lower_x (x is a latency), higher_x (x is a speed-up)")
+        if preset.plot.get("xscale", "linear") not in ("linear", "log"):
+            raise DistilError(f"table {preset.name}: plot.xscale '{preset.plot['xscale']}' is not one of: linear, log")
         unknown = sorted(set(preset.plot.get("paper_x") or {}) - {row.label for row in preset.rows})
         if unknown:
             raise DistilError(f"table {preset.name}: plot.paper_x names rows the table does not have: "
@@ -521,8 +523,13 @@ def write_plot(preset: TablePreset, cells: list[Cell], grid: dict, rows: list[st
     ylabel = axis_label(plot_y(preset), preset.format)
     if kind == "scatter":
         paper = paper_points(preset)
-        return plots.scatter(scatter_points(preset, cells), preset.plot["x"], with_papers(ylabel, preset, bool(paper)),
-                             heading(preset), path, paper=paper, frontier=preset.plot.get("frontier"))
+        points, prefix = scatter_points(preset, cells), preset.plot.get("references")
+        references = [p for p in points if prefix and p[0].startswith(prefix)]
+        xlabel = preset.plot.get("xlabel") or axis_label(preset.plot["x"], "number")
+        return plots.scatter([p for p in points if p not in references], xlabel,
+                             with_papers(ylabel, preset, bool(paper)), heading(preset), path, paper=paper,
+                             references=references, frontier=preset.plot.get("frontier"),
+                             xscale=preset.plot.get("xscale", "linear"))
     by_rows = preset.plot.get("x") == "rows" or columns == [None]  # one column: x = its rows (stages)
     xs, lines = (rows, columns) if by_rows else (columns, rows)
 
