@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from distil.student_timing import SERVING_VERSION, Timed, time_models, with_ratios
+from distil.student_timing import Timed, time_models, timing_is_current, with_ratios
 from distil.tables.plots import pareto
 from distil.tables.preset import Axis, Cell, Scale, TablePreset
 from distil.tables.render import write_table
@@ -93,11 +93,12 @@ def test_a_timed_table_times_its_students_against_the_teacher_once(tmp_path, mon
     assert rows[0] == ["", "accuracy", "speed-up"] and all(row[2].endswith("x") for row in rows[1:])
     code, out, _ = table(["frontier"], capsys)  # again: no cell runs, nothing is timed again
     assert code == 0 and out.count("skipped (done)") == 3 and "running" not in out
-    # a timing of an older serving path (before SERVING_VERSION was recorded) is stale: timed again
-    stale = sorted((tmp_path / "outputs" / "cells").glob("*/timing.json"))[0]
+    # a timing of an older serving path (before SERVING_VERSION was recorded) is stale: the table times again
+    cells = {path.parent.name: path.parent for path in (tmp_path / "outputs" / "cells").glob("*/timing.json")}
+    assert timing_is_current(cells)
+    stale = sorted(cells.values())[0] / "timing.json"
     stale.write_text(json.dumps({k: v for k, v in json.loads(stale.read_text()).items() if k != "serving_version"}))
-    code, out, _ = table(["frontier"], capsys)
-    assert code == 0 and "interleaved" in out and json.loads(stale.read_text())["serving_version"] == SERVING_VERSION
+    assert not timing_is_current(cells)
 
 
 def frontier_run(accuracy: float, single_ms: float, batch_seconds: list[float], single_seconds: list[float]):
