@@ -206,13 +206,16 @@ def test_a_scatters_reference_rows_are_drawn_apart_and_its_x_axis_reads_in_words
     drawn = {}
     monkeypatch.setattr(plots, "scatter", lambda points, xlabel, ylabel, title, path, **options:
                         drawn.update(points=points, xlabel=xlabel, **options))
-    cells = [cell(row, 1, {**ok(accuracy=accuracy), "timing": {"single_ms": ms}})
-             for row, accuracy, ms in (("static", 0.80, 0.3), ("peer: tfidf", 0.78, 0.1))]
+    cells = [cell(row, seed, {**ok(accuracy=accuracy), "timing": {"single_ms": ms}})
+             for row, seed, accuracy, ms in (("static", 1, 0.80, 0.3), ("static", 2, 0.84, 0.5),
+                                             ("peer: tfidf", 1, 0.78, 0.1))]
     plot = {"x": "timing.single_ms", "y": "student.test.accuracy", "kind": "scatter", "frontier": "lower_x",
             "references": "peer: ", "xscale": "log", "xlabel": "ms per sentence"}
     write_table(preset(rows=[Axis("static"), Axis("peer: tfidf")], plot=plot), cells, tmp_path)
-    assert drawn["points"] == [("static", 0.3, pytest.approx(80.0))]
+    assert drawn["points"] == [("static", 0.4, pytest.approx(82.0))]  # means over the seeds
     assert drawn["references"] == [("peer: tfidf", 0.1, pytest.approx(78.0))]
+    # error bars: the sample std of y over the seeds (80, 84: 2.83); one seed has none
+    assert drawn["spreads"] == {"static": pytest.approx(2 * 2 ** 0.5)}
     assert (drawn["xlabel"], drawn["xscale"], drawn["frontier"]) == ("ms per sentence", "log", "lower_x")
     del plot["xlabel"]
     write_table(preset(rows=[Axis("static"), Axis("peer: tfidf")], plot=plot), cells, tmp_path)

@@ -56,11 +56,13 @@ def pareto(points: list[tuple[str, float, float]], lower_x: bool = True) -> list
 
 def scatter(points: list[tuple[str, float, float]], xlabel: str, ylabel: str, title: str, path: Path,
             paper: list[tuple[str, float, float]] = (), frontier: str | None = None,
-            references: list[tuple[str, float, float]] = (), xscale: str = "linear") -> Path:
+            references: list[tuple[str, float, float]] = (), xscale: str = "linear",
+            spreads: dict[str, float] | None = None) -> Path:
     """Ours as labelled dots; the paper's (label, x, y), where given, as labelled crosses beside them;
     `references` (other tools on the same data) as grey triangles; with `frontier` (lower_x or
     higher_x), the Pareto frontier over ours and the references as a line through its points;
-    `xscale` log for an axis spanning orders of magnitude (latency from a static student to SetFit)."""
+    `xscale` log for an axis spanning orders of magnitude (latency from a static student to SetFit);
+    `spreads` (label -> std over seeds) as vertical error bars on ours and the references."""
     fig, ax = plt.subplots(figsize=(6.5, 4.5))
     if frontier and (points or references):
         front = pareto([*points, *references], lower_x=frontier == "lower_x")
@@ -70,7 +72,12 @@ def scatter(points: list[tuple[str, float, float]], xlabel: str, ylabel: str, ti
                                        (paper, "C1", "x", "paper")):
         if not mine:
             continue
-        ax.scatter([p[1] for p in mine], [p[2] for p in mine], color=colour, marker=marker, label=name)
+        spread = [(x, y, (spreads or {})[label]) for label, x, y in mine if label in (spreads or {})]
+        ax.scatter([p[1] for p in mine], [p[2] for p in mine], color=colour, marker=marker,
+                   label=f"{name} (mean ± std over seeds)" if spread else name)
+        if spread:
+            ax.errorbar([p[0] for p in spread], [p[1] for p in spread], yerr=[p[2] for p in spread], fmt="none",
+                        ecolor=colour, capsize=3, linewidth=1)
         for label, x, y in mine:
             ax.annotate(label, (x, y), textcoords="offset points", xytext=(4, 4), fontsize=7, color=colour)
     ax.set_xlabel(xlabel)

@@ -529,7 +529,7 @@ def write_plot(preset: TablePreset, cells: list[Cell], grid: dict, rows: list[st
         return plots.scatter([p for p in points if p not in references], xlabel,
                              with_papers(ylabel, preset, bool(paper)), heading(preset), path, paper=paper,
                              references=references, frontier=preset.plot.get("frontier"),
-                             xscale=preset.plot.get("xscale", "linear"))
+                             xscale=preset.plot.get("xscale", "linear"), spreads=scatter_spreads(preset, cells))
     by_rows = preset.plot.get("x") == "rows" or columns == [None]  # one column: x = its rows (stages)
     xs, lines = (rows, columns) if by_rows else (columns, rows)
 
@@ -572,6 +572,18 @@ def paper_points(preset: TablePreset) -> list[tuple[str, float, float]]:
 def scatter_points(preset: TablePreset, cells: list[Cell]) -> list[tuple[str, float, float]]:
     """(label, x, y) per (row, column) that has both numbers: the mean over its seeds; x as it is in
     metrics.json, y in the table's units."""
+    xs, ys = scatter_entries(preset, cells)
+    return [(point_label(key), xs[key].mean, ys[key].mean) for key in xs if key in ys]
+
+
+def scatter_spreads(preset: TablePreset, cells: list[Cell]) -> dict[str, float]:
+    """Each point's y spread over its seeds (sample std; points of one seed have none)."""
+    xs, ys = scatter_entries(preset, cells)
+    return {point_label(key): ys[key].std for key in xs if key in ys and ys[key].std is not None}
+
+
+def scatter_entries(preset: TablePreset, cells: list[Cell]) -> tuple[dict, dict]:
+    """x and y over the seeds of each (row, column) that has both numbers."""
     x_path, y_path = preset.plot["x"], plot_y(preset)
     # a column that only picks what is read (value) is the same run as its row's other columns: one point
     runs = {(c.row, None if (axis := column_axis(preset, c.column)) is not None and axis.value else c.column,
@@ -579,5 +591,9 @@ def scatter_points(preset: TablePreset, cells: list[Cell]) -> list[tuple[str, fl
     xs = aggregate([read_sample("number", row, column, c.metrics, x_path) for (row, column, _), c in runs.items()])
     ys = aggregate([read_sample(preset.format, row, column, c.metrics, y_path)
                     for (row, column, _), c in runs.items()])
-    return [(key[0] if key[1] is None else f"{key[0]} / {key[1]}", xs[key].mean, ys[key].mean)
-            for key in xs if key in ys and xs[key].values and ys[key].values]
+    both = [key for key in xs if key in ys and xs[key].values and ys[key].values]
+    return {key: xs[key] for key in both}, {key: ys[key] for key in both}
+
+
+def point_label(key: tuple[str, str | None]) -> str:
+    return key[0] if key[1] is None else f"{key[0]} / {key[1]}"
