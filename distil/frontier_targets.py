@@ -79,8 +79,19 @@ def frontier_target(rows: dict[str, list[dict]]) -> Target:
         return Target("a runner student on or above the frontier at every latency", None, 1)
     beaten = [p for p in peers if not any(latency(timed[o]) <= latency(timed[p]) and
                                           accuracy(timed[o]) >= accuracy(timed[p]) for o in ours)]
-    spread = "every peer matched" if not beaten else "not matched: " + ", ".join(beaten)
+    spread = "every peer matched" if not beaten else "not matched: " + "; ".join(
+        f"{p} ({nearest(p, timed, ours)})" for p in beaten)
     return Target("a runner student on or above the frontier at every latency", float(not beaten), 1, spread)
+
+
+def nearest(peer: str, timed: dict[str, list[dict]], ours: list[str]) -> str:
+    """Why a peer is not matched, against the fastest runner student at least as accurate (else the
+    most accurate one): its accuracy and latency beside the peer's."""
+    at_least = [o for o in ours if accuracy(timed[o]) >= accuracy(timed[peer])]
+    student = min(at_least, key=lambda o: latency(timed[o])) if at_least else \
+        max(ours, key=lambda o: accuracy(timed[o]))
+    return (f"{accuracy(timed[peer]):.2f}% at {latency(timed[peer]):.2f} ms; {student}: "
+            f"{accuracy(timed[student]):.2f}% at {latency(timed[student]):.2f} ms")
 
 
 def static_accuracy_target(rows: dict[str, list[dict]], schedules: dict[str, list[dict]]) -> Target:
