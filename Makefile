@@ -24,7 +24,7 @@ demo:  ## the default run: minilm teacher -> BiLSTM student on BBC News, offline
 test:  ## the default (fast, offline) test suite, one process per core
 	$(PYTHON) -m pytest -q -n auto --dist worksteal  # long tests finish while the short ones spread
 
-test-slow:  ## slow tests: reproduction runs on real data, the kill-and-resume test
+test-slow:  ## slow tests: reproduction runs on real data, the kill-and-resume test, benchmark commands, the wheel install
 	$(PYTHON) -m pytest -q -m slow
 
 bench:  ## speed and size of teacher-sized models vs students, the teacher cache, checkpoint cost -> outputs/tables/bench*.{md,csv}

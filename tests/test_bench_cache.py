@@ -71,6 +71,7 @@ def test_training_from_shards_and_from_memory_gives_identical_losses(teacher, tm
     assert result["ratio"] > 0
 
 
+@pytest.mark.slow  # ~14 s of fresh processes: a benchmark command, run with make test-slow
 def test_memory_phases_run_in_fresh_processes(tmp_path):
     corpus = tmp_path / "sentences.txt.gz"
     with gzip.open(corpus, "wt") as handle:
@@ -85,6 +86,7 @@ def test_memory_phases_run_in_fresh_processes(tmp_path):
     assert train["batches"] == train["epoch_batches"] == 1 and math.isfinite(train["last_loss"])
 
 
+@pytest.mark.slow  # ~10 s: a benchmark command, run with make test-slow
 def test_sweep_counts_the_cells_that_ran_the_teacher(tmp_path):
     result = bench_cache.sweep_teacher_runs(tmp_path, schedules=("hard", "soft"))
     assert result["cells"] == 2

@@ -8,9 +8,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parent.parent
 
 
+@pytest.mark.slow  # 14-22 s: builds and installs a wheel; CI installs editable (make install)
 def test_wheel_install_runs_from_another_directory(tmp_path):
     venv = tmp_path / "venv"
     # the venv sees this interpreter's installed dependencies (torch, transformers, ...), whether it is

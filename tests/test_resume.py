@@ -218,6 +218,7 @@ def test_killed_ten_times_in_every_phase_ends_with_identical_metrics(tmp_path):
         assert comparable(resumed) == comparable(reference)
 
 
+@pytest.mark.slow  # ~10 s: a benchmark command, run with make test-slow
 def test_checkpoint_benchmark_writes_its_table(tmp_path):
     from distil.bench_checkpoint import main
 
