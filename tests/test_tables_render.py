@@ -189,14 +189,15 @@ def test_a_plots_y_axis_names_our_metric_and_the_papers_only_where_it_is_drawn(t
 
 
 def test_a_scatter_places_the_papers_points_at_its_own_x_beside_ours():
-    from distil.tables.render import paper_points, scatter_points
+    from distil.tables.render import paper_points, scatter_entries, scatter_points
 
     cells = [cell(row, seed, {**ok(accuracy=0.7 + seed / 100), "speed": {"speedup": 10.0 * seed}})
              for row in ("D0", "D1") for seed in (1, 2)]
     plot = {"x": "speed.speedup", "y": "student.test.accuracy", "kind": "scatter", "paper_x": {"D0": 51, "D1": 14}}
     p = preset(paper_values={"D0": 86.46}, plot=plot)
     assert paper_points(p) == [("D0", 51.0, 86.46)]  # D1 has an x but no paper value: no point
-    assert scatter_points(p, cells) == [("D0", 15.0, pytest.approx(71.5)), ("D1", 15.0, pytest.approx(71.5))]
+    assert scatter_points(*scatter_entries(p, cells)) == [("D0", 15.0, pytest.approx(71.5)),
+                                                          ("D1", 15.0, pytest.approx(71.5))]
 
 
 def test_a_scatters_reference_rows_are_drawn_apart_and_its_x_axis_reads_in_words(tmp_path, monkeypatch):

@@ -523,13 +523,14 @@ def write_plot(preset: TablePreset, cells: list[Cell], grid: dict, rows: list[st
     ylabel = axis_label(plot_y(preset), preset.format)
     if kind == "scatter":
         paper = paper_points(preset)
-        points, prefix = scatter_points(preset, cells), preset.plot.get("references")
+        xs, ys = scatter_entries(preset, cells)  # aggregated once: the points and their spreads
+        points, prefix = scatter_points(xs, ys), preset.plot.get("references")
         references = [p for p in points if prefix and p[0].startswith(prefix)]
         xlabel = preset.plot.get("xlabel") or axis_label(preset.plot["x"], "number")
         return plots.scatter([p for p in points if p not in references], xlabel,
                              with_papers(ylabel, preset, bool(paper)), heading(preset), path, paper=paper,
                              references=references, frontier=preset.plot.get("frontier"),
-                             xscale=preset.plot.get("xscale", "linear"), spreads=scatter_spreads(preset, cells))
+                             xscale=preset.plot.get("xscale", "linear"), spreads=scatter_spreads(xs, ys))
     by_rows = preset.plot.get("x") == "rows" or columns == [None]  # one column: x = its rows (stages)
     xs, lines = (rows, columns) if by_rows else (columns, rows)
 
@@ -569,17 +570,15 @@ def paper_points(preset: TablePreset) -> list[tuple[str, float, float]]:
     return [(row, float(x), y) for row, x in paper_x.items() if (y := paper_value(preset, row, None)) is not None]
 
 
-def scatter_points(preset: TablePreset, cells: list[Cell]) -> list[tuple[str, float, float]]:
-    """(label, x, y) per (row, column) that has both numbers: the mean over its seeds; x as it is in
+def scatter_points(xs: dict, ys: dict) -> list[tuple[str, float, float]]:
+    """(label, x, y) per (row, column) of scatter_entries: the mean over its seeds; x as it is in
     metrics.json, y in the table's units."""
-    xs, ys = scatter_entries(preset, cells)
-    return [(point_label(key), xs[key].mean, ys[key].mean) for key in xs if key in ys]
+    return [(point_label(key), xs[key].mean, ys[key].mean) for key in xs]
 
 
-def scatter_spreads(preset: TablePreset, cells: list[Cell]) -> dict[str, float]:
+def scatter_spreads(xs: dict, ys: dict) -> dict[str, float]:
     """Each point's y spread over its seeds (sample std; points of one seed have none)."""
-    xs, ys = scatter_entries(preset, cells)
-    return {point_label(key): ys[key].std for key in xs if key in ys and ys[key].std is not None}
+    return {point_label(key): ys[key].std for key in xs if ys[key].std is not None}
 
 
 def scatter_entries(preset: TablePreset, cells: list[Cell]) -> tuple[dict, dict]:
