@@ -26,6 +26,8 @@ from distil.students.vocab import UNK, TrimmedVocab
 from distil.tasks import get_task
 from distil.tasks.text import PAIR_SEPARATOR, split_pairs, wordpiece_encoder
 
+ONE_BAG = torch.zeros(1, dtype=torch.int64)  # the offsets of a single bag (read, never written)
+
 
 class SavedStudent:
     def __init__(self, directory: Path):
@@ -80,6 +82,9 @@ class SavedStudent:
         bags = []
         for column in columns:
             ids = self.wordpieces(column)
+            if len(ids) == 1:  # one request: no lengths to count, no offsets to sum
+                bags += [torch.from_numpy(self.student_id[ids[0]]), ONE_BAG]
+                continue
             lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
             flat = np.fromiter(itertools.chain.from_iterable(ids), dtype=np.int64, count=int(lengths.sum()))
             offsets = np.zeros(len(ids), dtype=np.int64)

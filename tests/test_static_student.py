@@ -82,6 +82,10 @@ def test_bags_of_wordpieces_give_the_padded_batches_logits(inputs, projection):
         bags += [torch.tensor([t for s in column for t in s]), torch.cat([torch.zeros(1, dtype=torch.long),
                                                                            lengths.cumsum(0)[:-1]])]
     torch.testing.assert_close(model.forward_bags(*bags)["logits"], padded)
+    for row in range(len(sentences)):  # one sentence per call, as a single request is served
+        alone = [torch.tensor(column[row]) for column in columns]
+        bags = [part for ids in alone for part in (ids, torch.zeros(1, dtype=torch.long))]
+        torch.testing.assert_close(model.forward_bags(*bags)["logits"], padded[row:row + 1])
 
 
 def test_a_tagger_reads_its_neighbours_and_zeros_beyond_the_sentence():
@@ -196,6 +200,9 @@ def served_as_trained(directory):
     padded = model_inputs([tuple(saved.vocab.map(part) for part in example) if pair else saved.vocab.map(example)
                            for example in ids])
     with torch.inference_mode():
-        torch.testing.assert_close(saved.logits(saved.encode_batch(texts)), saved.model(*padded)["logits"])
+        expected = saved.model(*padded)["logits"]
+        torch.testing.assert_close(saved.logits(saved.encode_batch(texts)), expected)
+        for row, text in enumerate(texts):  # one request at a time, as single-text latency is timed
+            torch.testing.assert_close(saved.logits(saved.encode_batch([text])), expected[row:row + 1])
     assert max(map(len, ids if not pair else [a for a, _ in ids])) == saved.config["max_length"]  # truncated
 

@@ -13,6 +13,8 @@ the transfer set. `mlp_hidden_size: 0` leaves the ReLU layer out (a linear model
 
 from __future__ import annotations
 
+from functools import cached_property
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -97,14 +99,33 @@ class StaticStudent(nn.Module):
         fused lookup-and-mean. Sentences only (text, pair), not tagging."""
         if self.training:  # serving only: what follows is the eval-mode forward, without dropout
             raise RuntimeError("forward_bags serves a trained student: call .eval() first")
-        means = [F.embedding_bag(ids, self.embedding.weight, offsets, mode="mean")
-                 for ids, offsets in zip(bags[::2], bags[1::2], strict=True)]
-        pooled = pair_features(*means) if self.inputs == "pair" else means[0]
-        # the layers as functions: per call, a module's hooks and dispatch cost more than a
-        # one-sentence matrix product does (single-sentence latency is what serving measures)
-        if self.mlp is not None:  # (Dropout, Linear, ReLU), see __init__
-            pooled = torch.relu(F.linear(pooled, self.mlp[1].weight, self.mlp[1].bias))
-        return {"pooled": pooled, "logits": self.classifier(pooled)}  # nn.Identity under a projection in the path
+        table, mlp, classifier = self._served_layers
+        pooled = pair_features(bag_means(table, *bags[:2]), bag_means(table, *bags[2:])) if self.inputs == "pair" \
+            else bag_means(table, *bags)
+        if mlp is not None:
+            pooled = F.linear(pooled, *mlp).relu_()
+        return {"pooled": pooled, "logits": F.linear(pooled, *classifier) if classifier is not None else pooled}
+
+    @cached_property
+    def _served_layers(self) -> tuple:
+        """(embedding table, (weight, bias) of the ReLU layer or None, of the classifier or None when a
+        projection in the path replaced it by nn.Identity): the layers as functions of their
+        parameters, looked up once. Per call, a module's hooks and attribute lookups cost more than a
+        one-sentence matrix product does (measured on SST-2: forward_bags 0.082 ms with them, the
+        products 0.043 ms), and single-sentence latency is what serving measures. The parameters
+        are the module's own tensors, updated in place by training and load_state_dict."""
+        mlp = (self.mlp[1].weight, self.mlp[1].bias) if self.mlp is not None else None  # (Dropout, Linear, ReLU)
+        classifier = (self.classifier.weight, self.classifier.bias) if isinstance(self.classifier, nn.Linear) else None
+        return self.embedding.weight, mlp, classifier
+
+
+def bag_means(table: torch.Tensor, ids: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:
+    """[bags, E]: the mean row of `table` over each bag (ids laid end to end, offsets where each
+    begins; an empty bag gives zeros). One bag is a plain gather and mean: embedding_bag's setup
+    costs twice that for a single sentence (measured: 0.043 vs 0.024 ms on SST-2, 2 cores)."""
+    if offsets.shape[0] == 1 and ids.shape[0]:
+        return F.embedding(ids, table).mean(dim=0, keepdim=True)  # not table[ids]: Python indexing costs more
+    return F.embedding_bag(ids, table, offsets, mode="mean")
 
 
 def pair_features(u: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
