@@ -404,3 +404,14 @@ def test_distil_table_end_to_end(tmp_path, monkeypatch, capsys):
     minutes = (shared.metrics["seconds"] + d0.metrics["seconds"]) / 60
     assert out.splitlines()[-1] == (f"  2 of 3 cells done, {minutes:.1f} minutes measured (their metrics.json "
                                     "seconds, each cell's own teacher fine-tuning and caching included)")
+
+
+def test_list_counts_runs_not_table_positions(tmp_path):
+    """Columns that read other fields of the same run (accuracy, params, speed) add no run."""
+    text = ("scales: {cpu: {base: [debug=smoke], seeds: [1, 2]}}\n"
+            "rows: [{label: a, overrides: [schedule=hard]}, {label: b, overrides: [schedule=d1]}]\n"
+            "columns: [{label: acc, value: student.test.accuracy}, {label: p, value: student.params},"
+            " {label: lr, overrides: [trainer.lr=1e-4]}]\n")
+    preset = load_preset(write_preset(tmp_path, "fields", text))
+    assert len(cell_specs(preset, "cpu")) == 2 * 3 * 2
+    assert run.distinct_runs(preset, "cpu") == 2 * 2 * 2  # the lr column is a run of its own; acc and p share one

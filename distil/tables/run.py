@@ -172,9 +172,15 @@ def duration(seconds: float) -> str:
 
 def list_presets() -> None:
     for preset in presets():
-        counts = ", ".join(f"{scale} {len(cell_specs(preset, scale))} cells" for scale in SCALES)
+        counts = ", ".join(f"{scale} {distinct_runs(preset, scale)} runs" for scale in SCALES)
         console.print(f"{preset.name}  ({preset.kind}; {counts})  {preset.paper}, {preset.table}: {preset.title}",
                       markup=False)
+
+
+def distinct_runs(preset: TablePreset, scale: str) -> int:
+    """The runs a preset's sweep makes: its table's positions (row x column x seed) less the columns
+    that only read another field of the same run (a frontier table's accuracy, params, speed)."""
+    return len({tuple(overrides) for *_, overrides in cell_specs(preset, scale)})
 
 
 def dry_run(preset: TablePreset, cells: list[Cell], root: Path) -> None:
