@@ -152,3 +152,16 @@ def test_untuned_refuses_a_task_without_pairs(tmp_path, monkeypatch, capsys):
         main(["debug=smoke", "dataset=toy"])
     assert exit_.value.code == 2
     assert capsys.readouterr().err.strip().startswith("distil-untuned: error: distil-untuned scores sentence pairs")
+
+
+def test_a_pair_is_classified_from_wu_s_concatenate_compare():
+    """Wu et al. §3.2: the MLP reads [H1, H2, |H1 - H2|, H1 ⊙ H2] of the two sentence vectors."""
+    torch.manual_seed(0)
+    student = SRAStudent(12, 8, 6, 2, 0.0, 5, 4, pair=True).eval()
+    read = []
+    student.classifier.register_forward_pre_hook(lambda module, args: read.append(args[0]))
+    ids_a, ids_b = torch.tensor([[2, 3, 4]]), torch.tensor([[5, 6, 0]])
+    mask_a, mask_b = torch.ones_like(ids_a), (ids_b != 0).long()
+    out = student(ids_a, mask_a, ids_b, mask_b)
+    h1, h2 = out["sentence"][0]
+    torch.testing.assert_close(read[0][0], torch.cat([h1, h2, (h1 - h2).abs(), h1 * h2]))

@@ -3,7 +3,7 @@
 BiLSTM -> max-pool -> linear without bias -> tanh gives a sentence vector the size of the
 teacher's [CLS] vector (tanh because BERT's [CLS] values lie almost all in (-1, 1)); the
 task-agnostic stage trains it against the teacher with the cosine loss. A small ReLU MLP
-classifies one sentence, or [s1, s2, s1*s2, |s1-s2|] for a pair read apart (Fig. 1c); there
+classifies one sentence, or [s1, s2, |s1-s2|, s1*s2] for a pair read apart (§3.2, Fig. 1c); there
 the representation is [B, 2, H], each sentence's vector, each distilled against the teacher's
 [CLS] vector of that sentence alone (§3.1: T_x and S_x are vectors of one sentence x).
 """
@@ -15,6 +15,7 @@ from torch import nn
 
 from distil.config import StudentConfig
 from distil.students.encoders import BiLSTMEncoder, max_pool
+from distil.students.pairs import pair_features
 from distil.tasks import Task
 
 
@@ -54,7 +55,7 @@ class SRAStudent(nn.Module):
             s = self.sentence(*inputs)
             return {"pooled": s, "sentence": s, "representation": s, "logits": self.classifier(s)}
         s1, s2 = self.sentence(*inputs[:2]), self.sentence(*inputs[2:])
-        features = torch.cat([s1, s2, s1 * s2, (s1 - s2).abs()], dim=-1)
+        features = pair_features(s1, s2)
         sentences = torch.stack([s1, s2], dim=1)  # [B, 2, H]: both sentences are distilled
         return {"pooled": torch.cat([s1, s2], dim=-1), "sentence": sentences, "representation": sentences,
                 "logits": self.classifier(features)}

@@ -20,6 +20,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from distil.config import StudentConfig
+from distil.students.pairs import pair_features
 from distil.tasks import Task
 
 
@@ -126,9 +127,3 @@ def bag_means(table: torch.Tensor, ids: torch.Tensor, offsets: torch.Tensor) -> 
     if offsets.shape[0] == 1 and ids.shape[0]:
         return F.embedding(ids, table).mean(dim=0, keepdim=True)  # not table[ids]: Python indexing costs more
     return F.embedding_bag(ids, table, offsets, mode="mean")
-
-
-def pair_features(u: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-    """[u, v, |u - v|, u * v]: two sentence vectors compared, as sentence-embedding heads do."""
-    return torch.cat([u, v, (u - v).abs(), u * v], dim=-1)
-
