@@ -60,6 +60,7 @@ from distil.students.pretrained import (
 from distil.students.transformer import TransformerStudent
 from distil.students.vocab import PAD, UNK, TrimmedVocab
 from distil.tasks import Task, make_task
+from distil.tasks.text import words_of
 from distil.teacher import TargetView, ensure_targets, ensure_teacher, load_finetuned, load_tokenizer, open_targets
 from distil.teacher.load import check_layer
 from distil.teacher.load import hidden_size as teacher_hidden_size
@@ -267,7 +268,7 @@ def student_tokens(cfg: Config, task: Task, split: PreparedSplit):
     """What the student reads: teacher wordpieces (a pair joint, or apart for siamese
     students), or lower-cased whitespace words for the RNN baseline."""
     if reads_words(cfg.student):
-        return [text.lower().split()[: cfg.teacher.max_length] for text in split.examples["text"][:]]
+        return [words_of(text, cfg.teacher.max_length) for text in split.examples["text"][:]]
     if task.inputs == "pair" and reads_pairs_apart(cfg.student):
         return split.pair
     return split.ids

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -22,9 +23,10 @@ from distil.data.batching import model_inputs
 from distil.errors import DistilError
 from distil.speed import torch_threads
 from distil.students import build_student, reads_pairs_apart, reads_words
+from distil.students.static import bag_means
 from distil.students.vocab import UNK, TrimmedVocab
 from distil.tasks import get_task
-from distil.tasks.text import PAIR_SEPARATOR, split_pairs, wordpiece_encoder
+from distil.tasks.text import PAIR_SEPARATOR, split_pairs, wordpiece_encoder, words_of
 
 ONE_BAG = torch.zeros(1, dtype=torch.int64)  # the offsets of a single bag (read, never written)
 
@@ -47,18 +49,27 @@ class SavedStudent:
                                    projection=self.config.get("projection", "side"))
         _read_part(directory / "model.safetensors", lambda path: self.model.load_state_dict(load_file(path)))
         self.model.eval()
-        # a bag-of-wordpieces student (static) serves batches as bags: no padding (StaticStudent.forward_bags)
-        self.bags = getattr(self.model, "serves_bags", False) and not reads_words(self.cfg)
+        # a bag-of-tokens student (static) serves batches as bags: no padding (StaticStudent.forward_bags)
+        self.bags = getattr(self.model, "serves_bags", False)
         if self.bags:
-            self.wordpieces = wordpiece_encoder(self.tokenizer, self.config["max_length"])
-            # teacher id -> student id over the tokenizer's whole vocabulary: one gather, no bounds check
-            self.student_id = np.full(max(len(self.tokenizer), len(self.vocab.table)), UNK, dtype=np.int64)
-            self.student_id[:len(self.vocab.table)] = self.vocab.table
+            self._bag_tokens, self._student_ids = self._bag_reader()
+            self.folded = self.model.folded_classifier()  # a linear model's classifier folded into its table
+
+    def _bag_reader(self) -> tuple[Callable, Callable]:
+        """(texts -> each text's tokens, those tokens laid end to end -> student ids as an int64 array)."""
+        max_length = self.config["max_length"]
+        if reads_words(self.cfg):
+            return (lambda texts: [self.vocab.map(words_of(text, max_length)) for text in texts],
+                    lambda ids: np.asarray(ids, dtype=np.int64))
+        # teacher id -> student id over the tokenizer's whole vocabulary: one gather, no bounds check
+        student_id = np.full(max(len(self.tokenizer), len(self.vocab.table)), UNK, dtype=np.int64)
+        student_id[:len(self.vocab.table)] = self.vocab.table
+        return wordpiece_encoder(self.tokenizer, max_length), student_id.__getitem__
 
     def _encode(self, text: str):
         max_length = self.config["max_length"]
         if reads_words(self.cfg):
-            return self.vocab.map(text.lower().split()[:max_length]), None
+            return self.vocab.map(words_of(text, max_length)), None
         ids, context = self.task.encode_text(self.tokenizer, text, max_length, apart=reads_pairs_apart(self.cfg))
         student_ids = tuple(self.vocab.map(part) for part in ids) if isinstance(ids, tuple) else self.vocab.map(ids)
         return student_ids, context
@@ -70,7 +81,7 @@ class SavedStudent:
         if self.bags:
             return self._bags(texts)
         if reads_words(self.cfg):
-            return model_inputs([self.vocab.map(text.lower().split()[:max_length]) for text in texts])
+            return model_inputs([self.vocab.map(words_of(text, max_length)) for text in texts])
         ids = self.task.encode_texts(self.tokenizer, texts, max_length, apart=reads_pairs_apart(self.cfg))
         return model_inputs([tuple(self.vocab.map(part) for part in example) if isinstance(example, tuple)
                              else self.vocab.map(example) for example in ids])
@@ -81,15 +92,15 @@ class SavedStudent:
         columns = split_pairs(texts) if self.task.inputs == "pair" else (texts,)
         bags = []
         for column in columns:
-            ids = self.wordpieces(column)
+            ids = self._bag_tokens(column)
             if len(ids) == 1:  # one request: no lengths to count, no offsets to sum
-                bags += [torch.from_numpy(self.student_id[ids[0]]), ONE_BAG]
+                bags += [torch.from_numpy(self._student_ids(ids[0])), ONE_BAG]
                 continue
             lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
             flat = np.fromiter(itertools.chain.from_iterable(ids), dtype=np.int64, count=int(lengths.sum()))
             offsets = np.zeros(len(ids), dtype=np.int64)
             np.cumsum(lengths[:-1], out=offsets[1:])
-            bags += [torch.from_numpy(self.student_id[flat]), torch.from_numpy(offsets)]
+            bags += [torch.from_numpy(self._student_ids(flat)), torch.from_numpy(offsets)]
         return tuple(bags)
 
     @torch.inference_mode()
@@ -97,11 +108,19 @@ class SavedStudent:
         """Logits for encode_batch's inputs."""
         if not self.bags:
             return self.model(*inputs)["logits"]
+        if inputs[1].shape[0] == 1:  # one request: too small for torch to split, and switching threads costs ~10 us
+            return self._bag_logits(inputs)
         # A bag student's forward is a gather and two small products (~0.2 ms for 32 sentences):
         # spread over threads it costs more than it saves, waking them and taking the cores from the
         # tokenizer's own threads (measured: batch-32 serving 1.5x faster on one thread, 2 cores).
         with torch_threads(1):
+            return self._bag_logits(inputs)
+
+    def _bag_logits(self, inputs: tuple[torch.Tensor, ...]) -> torch.Tensor:
+        if self.folded is None:
             return self.model.forward_bags(*inputs)["logits"]
+        table, bias = self.folded
+        return bag_means(table, *inputs).add_(bias)
 
     @torch.inference_mode()
     def predict(self, text: str) -> str:

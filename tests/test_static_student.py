@@ -17,7 +17,7 @@ from distil.data.batching import model_inputs
 from distil.errors import DistilError
 from distil.students.embeddings import check_embedding_init, initial_embeddings, sif_weights
 from distil.students.heads import WithRepresentation
-from distil.students.static import StaticStudent, with_context
+from distil.students.static import StaticStudent, bag_means, with_context
 from distil.teacher.token_vectors import token_output_vectors
 from tests.test_cli import distil_in_process
 
@@ -62,11 +62,15 @@ def test_pair_features_are_u_v_their_absolute_difference_and_product():
     torch.testing.assert_close(out["sentences"][0], torch.tensor([u, v]))  # each sentence's own vector
 
 
-@pytest.mark.parametrize("inputs,projection", [("text", None), ("pair", None), ("text", "path"), ("pair", "side")])
-def test_bags_of_wordpieces_give_the_padded_batches_logits(inputs, projection):
-    """Serving (forward_bags: ids laid end to end + offsets) computes what training's padded forward does,
-    also through a projection to the teacher's width in the path (d4.2) or beside it (side)."""
-    model = static(inputs, mlp=3, dim=4)
+@pytest.mark.parametrize("inputs,projection,mlp", [("text", None, 3), ("pair", None, 3), ("text", "path", 3),
+                                                   ("pair", "side", 3), ("text", None, 0), ("text", "side", 0),
+                                                   ("pair", None, 0)])
+def test_bags_of_wordpieces_give_the_padded_batches_logits(inputs, projection, mlp):
+    """Serving (forward_bags, or a folded table: ids laid end to end + offsets) computes what training's
+    padded forward does, also through a projection to the teacher's width in the path (d4.2) or
+    beside it (side), and for a linear model on the mean (mlp 0), whose classifier a server folds
+    into the table (folded_classifier)."""
+    model = static(inputs, mlp=mlp, dim=4)
     if projection:
         model = WithRepresentation(model, teacher_hidden_size=5, place=projection).eval()
     sentences = [[2, 3, 4], [5], [6, 7, 8, 9, 2], [3, 3]]
@@ -81,11 +85,17 @@ def test_bags_of_wordpieces_give_the_padded_batches_logits(inputs, projection):
         lengths = torch.tensor([len(s) for s in column])
         bags += [torch.tensor([t for s in column for t in s]), torch.cat([torch.zeros(1, dtype=torch.long),
                                                                            lengths.cumsum(0)[:-1]])]
+    folded = model.folded_classifier()
+    assert (folded is not None) == (mlp == 0 and inputs == "text" and projection != "path")
     torch.testing.assert_close(model.forward_bags(*bags)["logits"], padded)
+    if folded:
+        torch.testing.assert_close(bag_means(folded[0], *bags) + folded[1], padded)
     for row in range(len(sentences)):  # one sentence per call, as a single request is served
         alone = [torch.tensor(column[row]) for column in columns]
         bags = [part for ids in alone for part in (ids, torch.zeros(1, dtype=torch.long))]
         torch.testing.assert_close(model.forward_bags(*bags)["logits"], padded[row:row + 1])
+        if folded:
+            torch.testing.assert_close(bag_means(folded[0], *bags) + folded[1], padded[row:row + 1])
 
 
 def test_a_tagger_reads_its_neighbours_and_zeros_beyond_the_sentence():
@@ -183,11 +193,28 @@ def test_static_student_runs_end_to_end(tmp_path, monkeypatch, capsys, dataset, 
         assert steps == ["projection", "mlp", "embeddings", "classifier", "projection", "mlp", "embeddings"], steps
 
 
+def test_a_word_level_linear_static_student_serves_as_it_was_trained(tmp_path, monkeypatch, capsys):
+    """student=static-words: whitespace words, a linear model on their mean, served from its folded
+    table (folded_classifier); its served logits are the padded training path's, one text or many."""
+    monkeypatch.setenv("DISTIL_OUTPUTS", str(tmp_path / "outputs"))
+    code, _, err = distil_in_process(["debug=smoke", "student=static-words", "dataset=toy", "schedule=d1",
+                                      "student.embedding_dim=16"], tmp_path, monkeypatch, capsys)
+    assert code == 0, err
+    directory = next((tmp_path / "outputs" / "runs").rglob("metrics.json")).parent / "student"
+    config = json.loads((directory / "config.json").read_text())["student"]
+    assert (config["tokens"], config["mlp_hidden_size"]) == ("words", 0)
+    from distil.predict import SavedStudent
+
+    assert SavedStudent(directory).folded is not None  # served from the folded table
+    served_as_trained(directory)
+
+
 def served_as_trained(directory):
     """The saved student serves batches as bags of wordpieces from the Rust tokenizer; its logits are
     those of the path it was trained and evaluated on (the transformers tokenizer, padded batches),
     truncation, accents, unseen wordpieces and pairs included."""
     from distil.predict import SavedStudent
+    from distil.students import reads_words
     from distil.tasks.text import encode_user_texts
 
     saved = SavedStudent(directory)
@@ -196,7 +223,10 @@ def served_as_trained(directory):
     pair = saved.task.inputs == "pair"
     if pair:
         texts = [f"{a} ||| {b}" for a, b in zip(texts, texts[::-1], strict=True)]
-    ids = encode_user_texts(saved.tokenizer, texts, saved.config["max_length"], pair, apart=True)
+    if reads_words(saved.cfg):  # student.tokens=words: lower-cased whitespace words
+        ids = [text.lower().split()[:saved.config["max_length"]] for text in texts]
+    else:
+        ids = encode_user_texts(saved.tokenizer, texts, saved.config["max_length"], pair, apart=True)
     padded = model_inputs([tuple(saved.vocab.map(part) for part in example) if pair else saved.vocab.map(example)
                            for example in ids])
     with torch.inference_mode():

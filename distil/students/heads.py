@@ -59,6 +59,10 @@ class WithRepresentation(nn.Module):
         out = self.student.forward_bags(*bags)
         return self._with_representation(out) if self.in_path else out
 
+    def folded_classifier(self) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """The student's (StaticStudent.folded_classifier) unless a projection in the path classifies."""
+        return None if self.in_path else self.student.folded_classifier()
+
     def _with_representation(self, out: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         representation = F.gelu(self.projection(projected_state(out)))
         if not self.in_path:

@@ -52,6 +52,12 @@ def split_pairs(texts: list[str]) -> tuple[list[str], list[str]]:
     return [a for a, _ in split], [b for _, b in split]
 
 
+def words_of(text: str, max_length: int) -> list[str]:
+    """What a word-level student reads (student.tokens=words): lower-cased whitespace words, as
+    many as the teacher reads wordpieces at most; in training and in serving alike."""
+    return text.lower().split()[:max_length]
+
+
 def wordpiece_encoder(tokenizer, max_length: int) -> Callable[[list[str]], list[list[int]]]:
     """texts -> their wordpiece ids as tokenizer(texts, truncation=True, max_length=...) gives them
     (special tokens included), from the Rust tokenizer directly when there is one: without the
