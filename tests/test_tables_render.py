@@ -76,7 +76,7 @@ def test_csv_and_tex_hold_the_numbers_of_the_md(tmp_path):
     d0, d1 = csv.iloc[0], csv.iloc[1]
     assert (d0["row"], d0["mean"], round(d0["std"], 6), d0["n"], d0["paper"], round(d0["diff"], 6)) == (
         "D0", 81.0, 1.414214, 2, 80.0, 1.0)
-    assert (d1["n"], d1["failed"], d1["error"]) == (0, 2, OOM)
+    assert (d1["n"], d1["failed"], d1["not_run"], d1["error"]) == (0, 1, 1, OOM)
     tex = (tmp_path / "paper-table3.tex").read_text()
     assert r"D0 & 81.00 $\pm$ 1.41 (n=2) & 80.00 & +1.00 \\" in tex
     assert r"\caption{XtremeDistil (ACL 2020), Table 3: Strategies}" in tex
@@ -86,6 +86,14 @@ def test_a_seed_that_failed_is_counted_beside_the_mean_of_the_others(tmp_path):
     cells = [cell("D0", 1, ok(accuracy=0.80)), cell("D0", 2, ok(accuracy=0.90)), cell("D0", 3, {"status": OOM})]
     write_table(preset(rows=[Axis("D0")]), cells, tmp_path)
     assert md_rows(tmp_path / "paper-table3.md")[1] == ["D0", "85.00 ± 7.07 (n=2, 1 failed)"]
+
+
+def test_a_seed_still_to_run_is_not_counted_as_failed(tmp_path):
+    cells = [cell("D0", 1, ok(accuracy=0.80)), cell("D0", 2, error="not run"), cell("D0", 3, {"status": OOM}),
+             cell("D1", 1, ok(accuracy=0.70)), cell("D1", 2)]
+    write_table(preset(rows=[Axis("D0"), Axis("D1")]), cells, tmp_path)
+    assert md_rows(tmp_path / "paper-table3.md")[1:] == [["D0", "80.00 (n=1, 1 failed, 1 not run)"],
+                                                          ["D1", "70.00 (n=1, 1 not run)"]]
 
 
 def test_columns_get_an_ours_paper_difference_group_only_where_the_paper_has_numbers(tmp_path):

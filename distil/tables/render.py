@@ -68,6 +68,15 @@ class Entry:
     errors: list[str] = field(default_factory=list)
 
     @property
+    def failed(self) -> int:
+        return sum(error != NOT_RUN for error in self.errors)
+
+    @property
+    def not_run(self) -> int:
+        """Seeds still to run (an interrupted cell too): waiting, not failed."""
+        return self.errors.count(NOT_RUN)
+
+    @property
     def mean(self) -> float | None:
         return sum(self.values) / len(self.values) if self.values else None
 
@@ -387,12 +396,13 @@ def entry_text(entry: Entry | None, fmt: str) -> str:
         return NOT_RUN
     if entry.values:
         text = number_text(entry.mean, fmt)
-        n, failed = len(entry.values), len(entry.errors)
+        n = len(entry.values)
+        missing = "".join(f", {count} {what}" for count, what in ((entry.failed, "failed"), (entry.not_run, "not run"))
+                          if count)
         if n > 1:
-            text += f" ± {number_text(entry.std, fmt).removesuffix('x')} (n={n}"
-            text += f", {failed} failed)" if failed else ")"
-        elif failed:
-            text += f" (n=1, {failed} failed)"
+            text += f" ± {number_text(entry.std, fmt).removesuffix('x')} (n={n}{missing})"
+        elif missing:
+            text += f" (n=1{missing})"
         return text
     if entry.texts:
         return entry.texts[0]
@@ -442,7 +452,7 @@ def long_frame(preset: TablePreset, grid: dict, rows: list[str], columns: list[s
             mean = entry.mean
             lines.append({"row": row, "column": column, "mean": mean if mean is not None else
                           (entry.texts[0] if entry.texts else None), "std": entry.std, "n": len(entry.values),
-                          "failed": len(entry.errors), "paper": paper,
+                          "failed": entry.failed, "not_run": entry.not_run, "paper": paper,
                           "diff": None if mean is None or paper is None else mean - paper,
                           "error": None if entry.values or entry.texts else entry.errors[0]})
     return pd.DataFrame(lines)
