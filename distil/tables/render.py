@@ -40,6 +40,7 @@ from distil.tables import orderings
 from distil.tables.preset import BENCHES, Axis, Cell, TablePreset
 
 NOT_RUN = "not run"
+NOT_TIMED = "not timed yet"
 ERROR_CHARS = 60
 MISSING = "–"  # no paper number, or no Δ
 ROW_HEADERS = {"stages": "stage", "languages": "language", "epochs": "epoch", "data": "dataset", "bench": "model"}
@@ -220,6 +221,8 @@ def read_sample(fmt: str, row: str, column: str | None, record: dict, path: str,
     try:
         value = read_path(record, path)
     except KeyError:
+        if path.startswith("timing.") and "timing" not in record:  # timed once every cell of the table is done
+            return Sample(row, column, error=NOT_TIMED)
         return Sample(row, column, error=f"no {path} in {source}")
     return Sample(row, column, value=scaled(value, fmt))
 
@@ -473,11 +476,13 @@ def footer(preset: TablePreset, cells: list[Cell], grid: dict, scale: str) -> st
                   if preset.kind == "data" else
                   f"Measured by `{BENCHES[preset.bench]}` on this machine ({preset.bench}.csv)")
         return f"{source}; rows: {len(preset.rows) - failed} done, {failed} failed."
-    problems = [cell_problem(cell) for cell in cells]
+    # a run, not a table position: columns that read other fields of one run (a frontier table's
+    # accuracy, params, speed) count it once
+    problems = [cell_problem(cell) for cell in {cell.key: cell for cell in cells}.values()]
     done = problems.count(None)
     not_run = sum(1 for p in problems if p is not None and p.startswith(NOT_RUN))
     seeds = ", ".join(str(s) for s in sorted({cell.seed for cell in cells})) or "none"
-    return (f"Scale: {scale}; seeds: {seeds}; cells: {done} done, {len(cells) - done - not_run} failed, "
+    return (f"Scale: {scale}; seeds: {seeds}; cells: {done} done, {len(problems) - done - not_run} failed, "
             f"{not_run} not run.")
 
 
