@@ -39,6 +39,7 @@ def test_two_runs_started_in_the_same_second_get_their_own_run_directory(tmp_pat
     assert columns == ["nope1", "nope2"]
 
 
+@pytest.mark.slow  # ~14 s of two real processes racing: with the slow tier, to keep the default suite under 5 minutes
 @pytest.mark.skipif(DISTIL is None, reason="distil console script not installed")
 def test_two_runs_started_together_on_an_empty_cache_build_once(tmp_path):
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "COLUMNS": "200"}

@@ -70,6 +70,7 @@ def test_metric_columns_read_one_run_per_row_each_in_its_own_format(tmp_path):
     assert rows == [["", "accuracy", "params", "speed-up"], ["static", "79.63", "1,234,567", "152.0x"]]
 
 
+@pytest.mark.slow  # ~20 s: two students, a teacher and a timing run; the ratios and staleness have unit tests here
 def test_a_timed_table_times_its_students_against_the_teacher_once(tmp_path, monkeypatch, capsys):
     """Two smoke students run, then one interleaved timing run writes each cell's timing.json (same group);
     running the table again times nothing; the table reads timing.* columns."""
@@ -144,3 +145,16 @@ def test_the_static_accuracy_target_takes_the_schedule_best_on_dev_and_reports_i
     accuracy = targets([], schedules)[0]
     assert accuracy.ours == pytest.approx(79.5) and accuracy.spread == "soft (dev 81.00, n=2)"
     assert targets([], [])[0].ours is None  # nothing run: not measured
+
+
+def test_a_timing_is_current_only_for_the_same_group_and_todays_serving_code(tmp_path):
+    from distil.student_timing import SERVING_VERSION
+
+    cells = {key: tmp_path / key for key in ("a", "b")}
+    for directory in cells.values():
+        directory.mkdir()
+        (directory / "timing.json").write_text(json.dumps({"group": ["a", "b"], "serving_version": SERVING_VERSION}))
+    assert timing_is_current(cells)
+    assert not timing_is_current({**cells, "c": tmp_path / "c"})  # a new row: the group is timed again
+    (cells["a"] / "timing.json").write_text(json.dumps({"group": ["a", "b"], "serving_version": SERVING_VERSION - 1}))
+    assert not timing_is_current(cells)  # timed on an older serving path
