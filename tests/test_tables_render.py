@@ -365,6 +365,18 @@ def test_a_selected_setting_is_picked_on_dev_never_on_test(tmp_path):
             "test only reported).") in (tmp_path / "paper-table3.md").read_text()
 
 
+def test_a_seed_whose_selection_is_still_running_is_waiting_not_failed(tmp_path):
+    """A seed with only some of its options run is waiting, in the cell and in the footer alike."""
+    select = {"over": ["trainer.lr=2e-4", "trainer.lr=1e-3"], "by": "student.dev.accuracy"}
+    cells = [Cell("D0", None, 1, [], "a", with_dev(0.70, 0.90), choice="trainer.lr=2e-4"),
+             Cell("D0", None, 1, [], "b", with_dev(0.75, 0.60), choice="trainer.lr=1e-3"),
+             Cell("D0", None, 2, [], "c", with_dev(0.80, 0.80), choice="trainer.lr=2e-4"),
+             Cell("D0", None, 2, [], "d", None, choice="trainer.lr=1e-3")]
+    write_table(preset(select=select, scales={"cpu": Scale(base=[], seeds=[1, 2])}), cells, tmp_path)
+    assert md_rows(tmp_path / "paper-table3.md")[1] == ["D0", "60.00 (n=1, 1 not run)"]
+    assert (tmp_path / "paper-table3.md").read_text().endswith("cells: 3 done, 0 failed, 1 not run.\n")
+
+
 def test_select_must_read_a_dev_score(tmp_path):
     from distil.tables.load import load_preset
 

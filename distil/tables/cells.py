@@ -36,6 +36,7 @@ KEY_VERSION = 2  # bump when what a key covers changes: every cell then runs aga
 # differ only in these are one cell.
 NOT_RESULT = {"paths": None, "hydra": None, "trainer": ("threads", "speed_examples", "checkpoint_every_seconds")}
 KEY_LENGTH = 16
+NOT_RUN = "not run"  # a cell's error while it waits to run (an interrupted one too): not a failure
 
 
 def cell_specs(preset: TablePreset, scale: str) -> list[tuple[str, str | None, int, list[str]]]:
@@ -153,6 +154,18 @@ def composed(args: tuple[str, ...]) -> DictConfig:
         return compose(config_name="config", overrides=list(args))
 
 
+def waiting(problem: str | None) -> bool:
+    """Whether a cell's problem is that it has not run yet ("not run", or a selection still missing
+    some of its runs: "not run: 1 of 4 runs to select from"), not that it failed."""
+    return problem is not None and problem.startswith(NOT_RUN)
+
+
+def runs_of(cells: list[Cell]) -> list[Cell]:
+    """One cell per run, the first that names it: columns that only read another field of one run
+    (a frontier table's accuracy, params, speed) and tables that share a run count it once."""
+    return list({cell.key: cell for cell in cells}.values())
+
+
 def cell_dir(root: Path, key: str) -> Path:
     return Path(root) / "cells" / key
 
@@ -174,7 +187,7 @@ def collect(cells: list[Cell], root: Path) -> list[Cell]:
 def read_result(path: Path) -> tuple[dict | None, str | None]:
     """(metrics, None) for a finished run; (metrics or None, why there is no number) otherwise."""
     if not path.exists():
-        return None, "not run"
+        return None, NOT_RUN
     try:
         metrics = json.loads(path.read_text())
     except (OSError, ValueError) as error:

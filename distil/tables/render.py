@@ -37,9 +37,9 @@ import pandas as pd
 from distil.errors import DistilError
 from distil.markdown import to_markdown
 from distil.tables import orderings
+from distil.tables.cells import NOT_RUN, runs_of, waiting
 from distil.tables.preset import BENCHES, Axis, Cell, TablePreset
 
-NOT_RUN = "not run"
 NOT_TIMED = "not timed yet"
 ERROR_CHARS = 60
 MISSING = "–"  # no paper number, or no Δ
@@ -70,12 +70,12 @@ class Entry:
 
     @property
     def failed(self) -> int:
-        return sum(error != NOT_RUN for error in self.errors)
+        return sum(not waiting(error) for error in self.errors)
 
     @property
     def not_run(self) -> int:
         """Seeds still to run (an interrupted cell too): waiting, not failed."""
-        return self.errors.count(NOT_RUN)
+        return sum(waiting(error) for error in self.errors)
 
     @property
     def mean(self) -> float | None:
@@ -476,11 +476,9 @@ def footer(preset: TablePreset, cells: list[Cell], grid: dict, scale: str) -> st
                   if preset.kind == "data" else
                   f"Measured by `{BENCHES[preset.bench]}` on this machine ({preset.bench}.csv)")
         return f"{source}; rows: {len(preset.rows) - failed} done, {failed} failed."
-    # a run, not a table position: columns that read other fields of one run (a frontier table's
-    # accuracy, params, speed) count it once
-    problems = [cell_problem(cell) for cell in {cell.key: cell for cell in cells}.values()]
+    problems = [cell_problem(cell) for cell in runs_of(cells)]
     done = problems.count(None)
-    not_run = sum(1 for p in problems if p is not None and p.startswith(NOT_RUN))
+    not_run = sum(map(waiting, problems))
     seeds = ", ".join(str(s) for s in sorted({cell.seed for cell in cells})) or "none"
     return (f"Scale: {scale}; seeds: {seeds}; cells: {done} done, {len(problems) - done - not_run} failed, "
             f"{not_run} not run.")

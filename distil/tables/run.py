@@ -32,7 +32,7 @@ from distil.atomic import write_json_atomic
 from distil.command import console_command
 from distil.errors import DistilError
 from distil.interrupt import exit_on_interrupt
-from distil.tables.cells import cell_dir, cell_specs, collect, expand, label, read_result
+from distil.tables.cells import cell_dir, cell_specs, collect, expand, label, read_result, runs_of
 from distil.tables.load import load_preset, presets
 from distil.tables.preset import BENCHES, SCALES, SETS, Cell, TablePreset
 
@@ -100,7 +100,7 @@ def run_label(preset: TablePreset, cell: Cell) -> str:
 def run_sweep(preset: TablePreset, cells: list[Cell], root: Path) -> list[str]:
     """Run the cells not yet done, one at a time; the failed cells' descriptions."""
     failed = []
-    runs = list({cell.key: cell for cell in cells}.values())  # columns that only pick a metric share a run
+    runs = runs_of(cells)
     for i, cell in enumerate(runs, 1):
         name = f"cell {i}/{len(runs)} {preset.name} {run_label(preset, cell)}: "
         if read_result(cell_dir(root, cell.key) / "metrics.json")[1] is None:  # done, here or by another table
@@ -184,7 +184,7 @@ def distinct_runs(preset: TablePreset, scale: str) -> int:
 
 
 def dry_run(preset: TablePreset, cells: list[Cell], root: Path) -> None:
-    runs = list({cell.key: cell for cell in cells}.values())
+    runs = runs_of(cells)
     console.print(f"{preset.name}: {len(runs)} cells ({preset.kind})", markup=False)
     collected = collect(runs, root)
     for cell in collected:
