@@ -97,8 +97,9 @@ def fit(
             if stopped:
                 break
             epoch_batches = batches(epoch)
-            progress.update(task, total=len(epoch_batches), completed=0,
-                            description=f"{description} epoch {epoch}/{epochs}")
+            # reset, not update(completed=0): a finished epoch leaves the task marked finished, and
+            # its time left would read 0 for every later epoch
+            progress.reset(task, total=len(epoch_batches), description=f"{description} epoch {epoch}/{epochs}")
             model.train()
             running, seen = 0.0, 0
             for number, batch in enumerate(epoch_batches, 1):

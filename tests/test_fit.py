@@ -34,3 +34,22 @@ def test_min_steps_raises_a_stages_epochs(smoke_cfg, tmp_path, monkeypatch, caps
     assert code == 0, err
     stage = json.loads(next((tmp_path / "outputs" / "runs").rglob("metrics.json")).read_text())["student"]["stages"][0]
     assert (stage["examples"], stage["batch_size"], stage["epochs_run"]) == (24, 12, 5)
+
+
+def test_every_epoch_logs_its_own_time_left(monkeypatch, caplog):
+    """Without a terminal the loop logs each epoch's count and time left; an epoch after a finished
+    one must not read '~0:00:00 left' (a task updated back to 0 stays marked finished)."""
+    import logging
+
+    import distil.train
+    from distil.progress import progress_bar
+
+    now = itertools.count(0.0, 10.0)  # every clock reading is 10 s later: steps take time
+    monkeypatch.setattr(distil.train, "progress_bar", lambda: progress_bar(heartbeat=0, get_time=lambda: next(now)))
+    caplog.set_level(logging.INFO, logger="distil.progress")
+    model = torch.nn.Linear(1, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    fit(model, optimizer, lambda epoch: [0, 1, 2, 3], lambda batch: (model.weight ** 2).sum(), lambda: 0.0,
+        epochs=2, patience=5, description="toy")
+    second = [r.getMessage() for r in caplog.records if r.getMessage().startswith("toy epoch 2/2: 2/4")]
+    assert second and all("left" in m and "~0:00:00 left" not in m for m in second), second
