@@ -51,9 +51,11 @@ class SavedStudent:
         self.model.eval()
         # a bag-of-tokens student (static) serves batches as bags: no padding (StaticStudent.forward_bags)
         self.bags = getattr(self.model, "serves_bags", False)
+        self.folded = self.word_rows = None
         if self.bags:
             self._bag_tokens, self._student_ids = self._bag_reader()
             self.folded = self.model.folded_classifier()  # a linear model's classifier folded into its table
+            self.word_rows = WordRows(*self.folded, self.vocab) if self.folded and reads_words(self.cfg) else None
 
     def _bag_reader(self) -> tuple[Callable, Callable]:
         """(texts -> each text's tokens, those tokens laid end to end -> student ids as an int64 array)."""
@@ -78,6 +80,8 @@ class SavedStudent:
         """The model's inputs for many texts (one batched tokenizer call): what serving a batch costs
         before the model runs."""
         max_length = self.config["max_length"]
+        if self.word_rows is not None and len(texts) == 1:
+            return (words_of(texts[0], max_length),)  # one request to a folded word table: its words (WordRows)
         if self.bags:
             return self._bags(texts)
         if reads_words(self.cfg):
@@ -103,9 +107,14 @@ class SavedStudent:
             bags += [torch.from_numpy(self._student_ids(flat)), torch.from_numpy(offsets)]
         return tuple(bags)
 
-    @torch.inference_mode()
-    def logits(self, inputs: tuple[torch.Tensor, ...]) -> torch.Tensor:
+    def logits(self, inputs: tuple) -> torch.Tensor:
         """Logits for encode_batch's inputs."""
+        if len(inputs) == 1 and self.word_rows is not None:  # one request's words: plain Python, no autograd
+            return self.word_rows(inputs[0])
+        return self._model_logits(inputs)
+
+    @torch.inference_mode()
+    def _model_logits(self, inputs: tuple[torch.Tensor, ...]) -> torch.Tensor:
         if not self.bags:
             return self.model(*inputs)["logits"]
         if inputs[1].shape[0] == 1:  # one request: too small for torch to split, and switching threads costs ~10 us
@@ -127,6 +136,30 @@ class SavedStudent:
         ids, context = self._encode(text)
         logits = self.model(*model_inputs([ids]))["logits"][0]
         return self.task.decode(logits, context, self.labels)
+
+
+class WordRows:
+    """A folded linear word-level student (student=static-words) serving one request as fastText
+    does: each word's row of E W^T (what it adds to every label's logit) looked up by the word
+    itself, averaged in Python, plus the bias. For one sentence, torch's fixed cost per operation
+    (~5 us; a gather, a sum, a division and an addition) is most of the time, and the ids need not
+    exist at all (measured on SST-2, 2 cores: 7 us a sentence end to end, against 54 us through
+    torch and fastText's 11 us). Batches still go through embedding_bag (SavedStudent._bags)."""
+
+    def __init__(self, table: torch.Tensor, bias: torch.Tensor, vocab: TrimmedVocab):
+        rows = table.tolist()
+        self.rows = {word: rows[index] for word, index in vocab.index.items()}
+        self.unknown, self.bias = rows[UNK], bias.tolist()
+
+    def __call__(self, words: list[str]) -> torch.Tensor:
+        """[1, labels]: the mean of the words' rows plus the bias; no words, the bias (an empty bag's
+        mean is zeros, as embedding_bag gives)."""
+        rows = [self.rows.get(word, self.unknown) for word in words]
+        if not rows:
+            return torch.tensor([self.bias])
+        count = len(rows)
+        logits = [sum(column) / count + b for column, b in zip(zip(*rows, strict=True), self.bias, strict=True)]
+        return torch.from_numpy(np.array([logits], dtype=np.float32))
 
 
 STUDENT_FILES = ("model.safetensors", "config.json", "vocab.json", "tokenizer")

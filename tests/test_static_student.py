@@ -205,7 +205,14 @@ def test_a_word_level_linear_static_student_serves_as_it_was_trained(tmp_path, m
     assert (config["tokens"], config["mlp_hidden_size"]) == ("words", 0)
     from distil.predict import SavedStudent
 
-    assert SavedStudent(directory).folded is not None  # served from the folded table
+    saved = SavedStudent(directory)
+    assert saved.folded is not None  # served from the folded table
+    # one request is served from the table's rows by word (WordRows), in Python: the words are its inputs
+    assert saved.encode_batch(["A fine  film"]) == (["a", "fine", "film"],)
+    table, bias = saved.folded
+    empty_bag = torch.nn.functional.embedding_bag(torch.zeros(0, dtype=torch.int64), table,
+                                                  torch.zeros(1, dtype=torch.int64), mode="mean") + bias
+    torch.testing.assert_close(saved.logits(([],)), empty_bag)  # no words: the bias, as an empty bag gives
     served_as_trained(directory)
 
 

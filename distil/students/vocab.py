@@ -26,6 +26,11 @@ class TrimmedVocab:
         self.teacher_ids = list(teacher_ids)  # student id i+2 <-> teacher id (or word) teacher_ids[i]
         self._index = {tid: i + 2 for i, tid in enumerate(self.teacher_ids)}
 
+    @property
+    def index(self) -> dict[Hashable, int]:
+        """Teacher id (or word) -> student id, for every kept one (read it, do not change it)."""
+        return self._index
+
     @classmethod
     def from_sequences(cls, sequences: Iterable[Sequence[int]]) -> TrimmedVocab:
         return cls(sorted({tid for seq in sequences for tid in seq}))
