@@ -126,7 +126,8 @@ def test_issue_15_targets_read_pass_by_pass_ratios_and_the_frontier():
     assert model2vec.ours == pytest.approx(1.0) and model2vec.met is True  # seed 1 only: 0.1/0.1
     # the model2vec peer (1.0 ms, 85%) beats the faster static (80%) and is faster than the better BiLSTM
     assert frontier.met is False  # the BiLSTM is as accurate but slower; nothing faster is as accurate
-    assert frontier.spread == f"not matched: {MODEL2VEC} (85.00% at 1.00 ms; {BILSTM}: 85.00% at 3.00 ms)"
+    assert frontier.spread == (f"not matched: {MODEL2VEC} (85.00% (n=1) at 1.00 ms; "
+                               f"{BILSTM}: 85.00 ± 1.41% (n=2) at 3.00 ms)")
     runs[(BILSTM, 1)]["timing"]["single_ms"] = runs[(BILSTM, 2)]["timing"]["single_ms"] = 0.9
     assert targets(cells)[-1].met is True  # now a runner student is as fast and more accurate (85%)
 
