@@ -62,6 +62,16 @@ def test_pair_features_are_u_v_their_absolute_difference_and_product():
     torch.testing.assert_close(out["sentences"][0], torch.tensor([u, v]))  # each sentence's own vector
 
 
+def test_serving_follows_a_layer_replaced_after_the_first_request():
+    """forward_bags reads the layers' parameters directly (no module call); a classifier swapped in
+    after a first request is the one served next, not the one looked up then."""
+    model = static("text", mlp=0, dim=4).eval()
+    bags = (torch.tensor([2, 3]), torch.zeros(1, dtype=torch.long))
+    model.forward_bags(*bags)
+    model.classifier = torch.nn.Linear(4, model.classifier.out_features)
+    torch.testing.assert_close(model.forward_bags(*bags)["logits"], model(*model_inputs([[2, 3]]))["logits"])
+
+
 @pytest.mark.parametrize("inputs,projection,mlp", [("text", None, 3), ("pair", None, 3), ("text", "path", 3),
                                                    ("pair", "side", 3), ("text", None, 0), ("text", "side", 0),
                                                    ("pair", None, 0)])

@@ -13,8 +13,6 @@ the transfer set. `mlp_hidden_size: 0` leaves the ReLU layer out (a linear model
 
 from __future__ import annotations
 
-from functools import cached_property
-
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -100,7 +98,7 @@ class StaticStudent(nn.Module):
         fused lookup-and-mean. Sentences only (text, pair), not tagging."""
         if self.training:  # serving only: what follows is the eval-mode forward, without dropout
             raise RuntimeError("forward_bags serves a trained student: call .eval() first")
-        table, mlp, classifier = self._served_layers
+        table, mlp, classifier = self._served_layers()
         pooled = pair_features(bag_means(table, *bags[:2]), bag_means(table, *bags[2:])) if self.inputs == "pair" \
             else bag_means(table, *bags)
         if mlp is not None:
@@ -112,24 +110,29 @@ class StaticStudent(nn.Module):
         0), else None: then mean(E[ids]) W^T + b = mean((E W^T)[ids]) + b, and serving a text is a
         gather of `num_labels` numbers per token (as fastText serves). Taken once by a server
         (distil.predict), after the weights are final."""
-        table, mlp, classifier = self._served_layers
+        table, mlp, classifier = self._served_layers()
         if mlp is not None or classifier is None or self.inputs != "text":
             return None
         weight, bias = classifier
         with torch.no_grad():
             return table @ weight.T, bias.detach().clone()
 
-    @cached_property
     def _served_layers(self) -> tuple:
         """(embedding table, (weight, bias) of the ReLU layer or None, of the classifier or None when a
         projection in the path replaced it by nn.Identity): the layers as functions of their
         parameters, looked up once. Per call, a module's hooks and attribute lookups cost more than a
         one-sentence matrix product does (measured on SST-2: forward_bags 0.082 ms with them, the
         products 0.043 ms), and single-sentence latency is what serving measures. The parameters
-        are the module's own tensors, updated in place by training and load_state_dict."""
-        mlp = (self.mlp[1].weight, self.mlp[1].bias) if self.mlp is not None else None  # (Dropout, Linear, ReLU)
-        classifier = (self.classifier.weight, self.classifier.bias) if isinstance(self.classifier, nn.Linear) else None
-        return self.embedding.weight, mlp, classifier
+        are the module's own tensors, updated in place by training and load_state_dict; a module
+        replaced after the first call (a head swapped in) is looked up again."""
+        modules = (self.embedding, self.mlp, self.classifier)
+        cached = self.__dict__.get("_served")
+        if cached is None or any(a is not b for a, b in zip(cached[0], modules, strict=True)):
+            mlp = (self.mlp[1].weight, self.mlp[1].bias) if self.mlp is not None else None  # (Dropout, Linear, ReLU)
+            classifier = (self.classifier.weight, self.classifier.bias) \
+                if isinstance(self.classifier, nn.Linear) else None
+            cached = self.__dict__["_served"] = (modules, (self.embedding.weight, mlp, classifier))
+        return cached[1]
 
 
 def bag_means(table: torch.Tensor, ids: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:
