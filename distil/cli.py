@@ -27,6 +27,7 @@ register_run_dir_resolver()
 # Cells of a sweep that failed: the sweep goes on, and `main` exits non-zero at the end.
 _failed_runs: list[str] = []
 UNEXPECTED_EXIT = 1  # a bug (bad input exits 2): the traceback is in the run's log
+INTERRUPTED_STATUS = "failed: interrupted"  # metrics.json of a run stopped by Ctrl-C or SIGTERM: rerun to resume
 INTERRUPTED = ("distil: interrupted; rerun the same command to continue (finished teachers and cached targets "
                "are reused)")
 
@@ -64,7 +65,7 @@ def _run(cfg: DictConfig) -> float | None:
     except DistilError as error:
         return fail(str(error), f"distil: error: {error}", 2)
     except (KeyboardInterrupt, Terminated):
-        write_json_atomic(run_dir / "metrics.json", {"status": "failed: interrupted", "choices": choices,
+        write_json_atomic(run_dir / "metrics.json", {"status": INTERRUPTED_STATUS, "choices": choices,
                                                               "overrides": overrides})
         raise  # stops a sweep too: main prints the one line
     except Exception as error:  # a bug, not bad input: one line here, the traceback in the run's log

@@ -254,9 +254,12 @@ def test_an_interrupted_table_is_one_line_and_restores_the_handler(monkeypatch, 
 
 
 def test_collect_says_why_a_cell_has_no_number(tmp_path):
-    cells = [Cell(row=r, column=None, seed=1, overrides=["seed=1"], key=r) for r in ("ok", "failed", "junk", "none")]
+    from distil.tables.cells import waiting
+
+    cells = [Cell(row=r, column=None, seed=1, overrides=["seed=1"], key=r)
+             for r in ("ok", "failed", "junk", "none", "stopped")]
     for key, text in (("ok", '{"status": "ok", "x": 1}'), ("failed", '{"status": "failed: no data"}'),
-                      ("junk", '{"status": ')):
+                      ("junk", '{"status": '), ("stopped", '{"status": "failed: interrupted"}')):
         (tmp_path / "cells" / key).mkdir(parents=True)
         (tmp_path / "cells" / key / "metrics.json").write_text(text)
     collect(cells, tmp_path)
@@ -265,6 +268,9 @@ def test_collect_says_why_a_cell_has_no_number(tmp_path):
     assert cells[2].metrics is None and cells[2].error.startswith("unreadable metrics.json (JSONDecodeError: ")
     assert cells[2].error.endswith(f"; delete {tmp_path / 'cells' / 'junk'} to run it again")
     assert (cells[3].metrics, cells[3].error) == (None, "not run")
+    # a run stopped by Ctrl-C or SIGTERM resumes with the next run of the table: waiting, not failed
+    assert cells[4].error == "not run (interrupted)"
+    assert [waiting(c.error) for c in cells] == [False, False, False, True, True]
 
 
 def test_make_targets_name_the_presets():

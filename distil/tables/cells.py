@@ -24,7 +24,7 @@ from hydra.errors import HydraException
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from distil.cli import CONF_DIR, hydra_message
+from distil.cli import CONF_DIR, INTERRUPTED_STATUS, hydra_message
 from distil.config import without_defaults
 from distil.errors import DistilError
 from distil.overrides import CONFIG_DIR_ENV, check_overrides, with_config_dir_env
@@ -195,6 +195,8 @@ def read_result(path: Path) -> tuple[dict | None, str | None]:
     status = metrics.get("status") if isinstance(metrics, dict) else None
     if status == "ok":
         return metrics, None
+    if status == INTERRUPTED_STATUS:  # stopped, not failed: the next run of the table resumes it
+        return metrics, f"{NOT_RUN} (interrupted)"
     if isinstance(status, str) and status.startswith("failed"):
         return metrics, status
     return None, f"unreadable metrics.json (status {status!r}); delete {path.parent} to run it again"
