@@ -51,11 +51,13 @@ class SavedStudent:
         self.model.eval()
         # a bag-of-tokens student (static) serves batches as bags: no padding (StaticStudent.forward_bags)
         self.bags = getattr(self.model, "serves_bags", False)
-        self.folded = self.word_rows = None
+        self.folded = self.word_rows = self.one_request = None
         if self.bags:
             self._bag_tokens, self._student_ids = self._bag_reader()
             self.folded = self.model.folded_classifier()  # a linear model's classifier folded into its table
             self.word_rows = WordRows(*self.folded, self.vocab) if self.folded and reads_words(self.cfg) else None
+            # one request, in numpy: a folded word table by word, else the student's own OneRequest
+            self.one_request = self.word_rows or getattr(self.model, "one_request", lambda: None)()
 
     def _bag_reader(self) -> tuple[Callable, Callable]:
         """(texts -> each text's tokens, those tokens laid end to end -> student ids as an int64 array)."""
@@ -97,6 +99,8 @@ class SavedStudent:
         bags = []
         for column in columns:
             ids = self._bag_tokens(column)
+            if len(ids) == 1 and self.one_request is not None:  # one request, served in numpy: its ids
+                return (self._student_ids(ids[0]),)
             if len(ids) == 1:  # one request: no lengths to count, no offsets to sum
                 bags += [torch.from_numpy(self._student_ids(ids[0])), ONE_BAG]
                 continue
@@ -109,8 +113,8 @@ class SavedStudent:
 
     def logits(self, inputs: tuple) -> torch.Tensor:
         """Logits for encode_batch's inputs."""
-        if len(inputs) == 1 and self.word_rows is not None:  # one request's words: plain Python, no autograd
-            return self.word_rows(inputs[0])
+        if len(inputs) == 1:  # one request, in numpy (encode_batch): no autograd to switch off
+            return torch.from_numpy(self.one_request(inputs[0]))
         return self._model_logits(inputs)
 
     @torch.inference_mode()
@@ -151,15 +155,15 @@ class WordRows:
         self.rows = {word: rows[index] for word, index in vocab.index.items()}
         self.unknown, self.bias = rows[UNK], bias.tolist()
 
-    def __call__(self, words: list[str]) -> torch.Tensor:
+    def __call__(self, words: list[str]) -> np.ndarray:
         """[1, labels]: the mean of the words' rows plus the bias; no words, the bias (an empty bag's
         mean is zeros, as embedding_bag gives)."""
         rows = [self.rows.get(word, self.unknown) for word in words]
         if not rows:
-            return torch.tensor([self.bias])
+            return np.array([self.bias], dtype=np.float32)
         count = len(rows)
         logits = [sum(column) / count + b for column, b in zip(zip(*rows, strict=True), self.bias, strict=True)]
-        return torch.from_numpy(np.array([logits], dtype=np.float32))
+        return np.array([logits], dtype=np.float32)
 
 
 STUDENT_FILES = ("model.safetensors", "config.json", "vocab.json", "tokenizer")

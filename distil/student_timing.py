@@ -43,7 +43,8 @@ from distil.tasks.text import PAIR_SEPARATOR
 # 2: the static student serves bags of wordpieces (StaticStudent.forward_bags), unpadded.
 # 3: ...and one request as one gather and mean, its layers as functions of their parameters.
 # 4: a folded word-level student serves one request from its rows by word, in Python (predict.WordRows).
-SERVING_VERSION = 4
+# 5: ...and a static text student answers one request in numpy (students/static.OneRequest).
+SERVING_VERSION = 5
 BATCH = 32
 SINGLES = 64  # texts timed one at a time
 PASSES = 8

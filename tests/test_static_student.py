@@ -97,6 +97,8 @@ def test_bags_of_wordpieces_give_the_padded_batches_logits(inputs, projection, m
                                                                            lengths.cumsum(0)[:-1]])]
     folded = model.folded_classifier()
     assert (folded is not None) == (mlp == 0 and inputs == "text" and projection != "path")
+    one_request = model.one_request() if isinstance(model, StaticStudent) else None  # a wrapped one keeps torch
+    assert (one_request is not None) == (inputs == "text" and projection is None)
     torch.testing.assert_close(model.forward_bags(*bags)["logits"], padded)
     if folded:
         torch.testing.assert_close(bag_means(folded[0], *bags) + folded[1], padded)
@@ -106,6 +108,8 @@ def test_bags_of_wordpieces_give_the_padded_batches_logits(inputs, projection, m
         torch.testing.assert_close(model.forward_bags(*bags)["logits"], padded[row:row + 1])
         if folded:
             torch.testing.assert_close(bag_means(folded[0], *bags) + folded[1], padded[row:row + 1])
+        if one_request:  # the numpy forward a server answers one request with
+            torch.testing.assert_close(torch.from_numpy(one_request(alone[0].numpy())), padded[row:row + 1])
 
 
 def test_a_tagger_reads_its_neighbours_and_zeros_beyond_the_sentence():

@@ -13,6 +13,7 @@ the transfer set. `mlp_hidden_size: 0` leaves the ReLU layer out (a linear model
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -105,6 +106,18 @@ class StaticStudent(nn.Module):
             pooled = F.linear(pooled, *mlp).relu_()
         return {"pooled": pooled, "logits": F.linear(pooled, *classifier) if classifier is not None else pooled}
 
+    def one_request(self) -> OneRequest | None:
+        """A single text's forward in numpy (OneRequest), for a server answering one request at a
+        time; None for pairs, tagging, or a projection in the path (they keep forward_bags).
+        Taken once, after the weights are final: it reads the parameters' memory, or the folded table."""
+        table, mlp, classifier = self._served_layers()
+        if self.inputs != "text" or classifier is None:
+            return None
+        folded = self.folded_classifier()
+        if folded is not None:  # a linear model: mean((E W^T)[ids]) + b, two numbers per token
+            return OneRequest(folded[0], None, (None, folded[1]))
+        return OneRequest(table, mlp, classifier)
+
     def folded_classifier(self) -> tuple[torch.Tensor, torch.Tensor] | None:
         """(E W^T, b) when the student is a linear model on one text's mean vector (mlp_hidden_size
         0), else None: then mean(E[ids]) W^T + b = mean((E W^T)[ids]) + b, and serving a text is a
@@ -133,6 +146,32 @@ class StaticStudent(nn.Module):
                 if isinstance(self.classifier, nn.Linear) else None
             cached = self.__dict__["_served"] = (modules, (self.embedding.weight, mlp, classifier))
         return cached[1]
+
+
+class OneRequest:
+    """A text student's eval forward for one request, in numpy: mean of the token rows -> [ReLU
+    layer] -> classifier. For one sentence torch's fixed cost per operation (~5-8 us, eight of them)
+    is most of the model's time; numpy's is a fraction of it (measured on SST-2, 2 cores, 256-wide
+    table and 512 ReLU units: 25 us against 76 us through forward_bags). Batches keep torch."""
+
+    def __init__(self, table: torch.Tensor, mlp: tuple | None, classifier: tuple):
+        def array(tensor):
+            return None if tensor is None else tensor.detach().numpy()
+
+        self.table = array(table)
+        self.mlp = None if mlp is None else tuple(map(array, mlp))
+        self.weight, self.bias = map(array, classifier)  # weight None: the table is already folded
+
+    def __call__(self, ids: np.ndarray) -> np.ndarray:
+        """[1, labels] for one text's token ids (an empty text: its mean is zeros, as embedding_bag gives)."""
+        rows = self.table.take(ids, axis=0)
+        vector = np.add.reduce(rows, axis=0) / len(ids) if len(ids) else np.zeros(self.table.shape[1], np.float32)
+        if self.mlp is not None:
+            vector = np.dot(self.mlp[0], vector)
+            vector += self.mlp[1]
+            np.maximum(vector, 0, out=vector)
+        logits = vector if self.weight is None else np.dot(self.weight, vector)
+        return (logits + self.bias)[None]
 
 
 def bag_means(table: torch.Tensor, ids: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:
