@@ -37,6 +37,7 @@ KEY_VERSION = 2  # bump when what a key covers changes: every cell then runs aga
 NOT_RESULT = {"paths": None, "hydra": None, "trainer": ("threads", "speed_examples", "checkpoint_every_seconds")}
 KEY_LENGTH = 16
 NOT_RUN = "not run"  # a cell's error while it waits to run (an interrupted one too): not a failure
+NOT_TIMED = "not timed yet"  # a finished run's timing column before the table's timing step: not a failure
 
 
 def cell_specs(preset: TablePreset, scale: str) -> list[tuple[str, str | None, int, list[str]]]:
@@ -156,8 +157,8 @@ def composed(args: tuple[str, ...]) -> DictConfig:
 
 def waiting(problem: str | None) -> bool:
     """Whether a cell's problem is that it has not run yet ("not run", or a selection still missing
-    some of its runs: "not run: 1 of 4 runs to select from"), not that it failed."""
-    return problem is not None and problem.startswith(NOT_RUN)
+    some of its runs: "not run: 1 of 4 runs to select from") or not been timed yet, not that it failed."""
+    return problem is not None and (problem.startswith(NOT_RUN) or problem == NOT_TIMED)
 
 
 def runs_of(cells: list[Cell]) -> list[Cell]:

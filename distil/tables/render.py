@@ -37,10 +37,9 @@ import pandas as pd
 from distil.errors import DistilError
 from distil.markdown import to_markdown
 from distil.tables import orderings
-from distil.tables.cells import NOT_RUN, runs_of, waiting
+from distil.tables.cells import NOT_RUN, NOT_TIMED, runs_of, waiting
 from distil.tables.preset import BENCHES, Axis, Cell, TablePreset
 
-NOT_TIMED = "not timed yet"
 ERROR_CHARS = 60
 MISSING = "–"  # no paper number, or no Δ
 ROW_HEADERS = {"stages": "stage", "languages": "language", "epochs": "epoch", "data": "dataset", "bench": "model"}
@@ -75,7 +74,12 @@ class Entry:
     @property
     def not_run(self) -> int:
         """Seeds still to run (an interrupted cell too): waiting, not failed."""
-        return sum(waiting(error) for error in self.errors)
+        return sum(waiting(error) and error != NOT_TIMED for error in self.errors)
+
+    @property
+    def not_timed(self) -> int:
+        """Seeds that ran but wait for the table's timing step."""
+        return self.errors.count(NOT_TIMED)
 
     @property
     def mean(self) -> float | None:
@@ -400,8 +404,8 @@ def entry_text(entry: Entry | None, fmt: str) -> str:
     if entry.values:
         text = number_text(entry.mean, fmt)
         n = len(entry.values)
-        missing = "".join(f", {count} {what}" for count, what in ((entry.failed, "failed"), (entry.not_run, "not run"))
-                          if count)
+        missing = "".join(f", {count} {what}" for count, what in ((entry.failed, "failed"), (entry.not_run, NOT_RUN),
+                                                                  (entry.not_timed, NOT_TIMED)) if count)
         if n > 1:
             text += f" ± {number_text(entry.std, fmt).removesuffix('x')} (n={n}{missing})"
         elif missing:
