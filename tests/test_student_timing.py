@@ -132,6 +132,28 @@ def test_issue_15_targets_read_pass_by_pass_ratios_and_the_frontier():
     assert targets(cells)[-1].met is True  # now a runner student is as fast and more accurate (85%)
 
 
+def test_a_peer_within_the_spread_of_a_faster_runner_student_is_a_tie_not_a_loss():
+    from distil.frontier_targets import BILSTM, targets
+
+    setfit = "peer: SetFit (labels)"
+
+    def cells_of(peer_accuracies: list[float]) -> list[Cell]:
+        runs = {(BILSTM, 1): frontier_run(0.80, 3.0, [1.0], [1.0]), (BILSTM, 2): frontier_run(0.82, 3.0, [1.0], [1.0])}
+        runs |= {(setfit, seed): frontier_run(a, 10.0, [1.0], [1.0]) for seed, a in enumerate(peer_accuracies, 1)}
+        return [Cell(row=row, column=None, seed=seed, overrides=[], key=f"{row}{seed}", metrics=metrics)
+                for (row, seed), metrics in runs.items()]
+
+    # 82 +- 1.41 against 81 +- 1.41: 1 point, 2 standard errors are 2.83 -> a tie, the target holds
+    tie = targets(cells_of([0.81, 0.83]))[-1]
+    assert tie.met is True
+    assert tie.spread == (f"every peer matched; tied within the spread: {setfit} (82.00 ± 1.41% (n=2) at "
+                          f"10.00 ms; {BILSTM}: 81.00 ± 1.41% (n=2) at 3.00 ms)")
+    # 90.5 +- 0.71: 9.5 points, 2 standard errors are 2.24 -> the peer is more accurate, the target fails
+    assert targets(cells_of([0.90, 0.91]))[-1].met is False
+    # one seed of the peer: no spread to judge, the means decide
+    assert targets(cells_of([0.815]))[-1].met is False
+
+
 def test_the_static_accuracy_target_takes_the_schedule_best_on_dev_and_reports_its_test():
     from distil.frontier_targets import targets
 

@@ -62,3 +62,12 @@ def test_rows_are_ranked_within_each_column_and_a_paper_tie_states_no_order(tmp_
 def test_without_compare_there_is_no_orderings_paragraph(tmp_path):
     write_table(preset(None, ["AG", "IMDB"], COLUMNS, PAPER), CELLS, tmp_path)
     assert "Orderings" not in (tmp_path / "paper-table10.md").read_text()
+
+
+def test_a_difference_is_beyond_the_spread_past_two_standard_errors_of_it():
+    from distil.tables.orderings import beyond_spread
+
+    # sample variances 2 and 2, n 2 and 2: the difference's standard error is sqrt(2), twice it 2.828
+    assert beyond_spread([1.82, 3.82], [-1.0, 1.0]) is False  # means 2.82 apart
+    assert beyond_spread([1.83, 3.83], [-1.0, 1.0]) is True  # 2.83 apart
+    assert beyond_spread([1.0, 3.0, 2.0], [0.0]) is None  # one value: nothing to judge

@@ -409,8 +409,8 @@ def test_columns_of_one_run_count_it_once_and_an_untimed_run_reads_not_timed_yet
              for (row, seed), metrics in runs.items() for column in ("accuracy", "ms")]
     columns = [Axis("accuracy", value="student.test.accuracy", format="percent"),
                Axis("ms", value="timing.single_ms", format="number")]
-    write_table(preset(rows=[Axis("fast"), Axis("slow")], columns=columns, scales={"cpu": Scale(base=[], seeds=[1, 2])}),
-                cells, tmp_path)
+    seeds = {"cpu": Scale(base=[], seeds=[1, 2])}
+    write_table(preset(rows=[Axis("fast"), Axis("slow")], columns=columns, scales=seeds), cells, tmp_path)
     # a seed that ran after the timing step waits for the next one: not a failure
     assert md_rows(tmp_path / "paper-table3.md")[1:] == [["fast", "80.00 ± 0.00 (n=2)", "0.50 (n=1, 1 not timed yet)"],
                                                          ["slow", "82.00", "not timed yet"]]

@@ -17,11 +17,23 @@ support it, and a re-run that changes a number changes the sentence too.
 from __future__ import annotations
 
 import math
+import statistics
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from distil.tables.preset import TablePreset
 
 SPREAD_FACTOR = 2.0  # a difference counts when it is more than twice its standard error
+
+
+def beyond_spread(a: Sequence[float], b: Sequence[float]) -> bool | None:
+    """Whether mean(a) - mean(b) is more than SPREAD_FACTOR standard errors of the difference over
+    seeds, sqrt(s_a^2/n_a + s_b^2/n_b) with each s the sample std; None when either has a single
+    value (no spread to judge, so no claim)."""
+    if len(a) < 2 or len(b) < 2:
+        return None
+    error = math.sqrt(statistics.variance(a) / len(a) + statistics.variance(b) / len(b))
+    return abs(statistics.mean(a) - statistics.mean(b)) > SPREAD_FACTOR * error
 
 
 @dataclass(frozen=True)
@@ -63,11 +75,10 @@ def verdicts(preset: TablePreset, grid: dict, rows: list[str], columns: list[str
             if a is None or b is None or not a.values or not b.values:
                 continue
             difference = a.mean - b.mean
-            judged = len(a.values) > 1 and len(b.values) > 1
-            error = math.sqrt(a.std ** 2 / len(a.values) + b.std ** 2 / len(b.values)) if judged else math.nan
+            beyond = beyond_spread(a.values, b.values)
             label = "all rows" if group is None else str(group)
-            found.append(Verdict(label, str(better), str(worse), difference, difference > 0, judged,
-                                 judged and abs(difference) > SPREAD_FACTOR * error))
+            found.append(Verdict(label, str(better), str(worse), difference, difference > 0, beyond is not None,
+                                 bool(beyond)))
     return found
 
 
