@@ -100,6 +100,10 @@ def student_batch(ids: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
 def fit_pair_cosine(student, teacher_encode: Encode, tokenizer, firsts: list[str], seconds: list[str],
                     max_length: int, epochs: int = 3, batch_size: int = 256, lr: float = 1e-3, seed: int = 0):
     """BiLSTM_KD of Table 5: train the student so that cos(S_a, S_b) fits the teacher's cos(T_a, T_b)."""
+    from distil.progress import progress_bar
+
+    log.info("BiLSTM_KD (cosine): the teacher's cosine of each of %d transfer pairs, then %d epochs to fit it",
+             len(firsts), epochs)
     targets = torch.from_numpy(pair_cosines(teacher_encode, firsts, seconds))
     encode = student_encoder(student, tokenizer, max_length)
     optimizer = torch.optim.Adam(student.parameters(), lr=lr)
@@ -107,17 +111,26 @@ def fit_pair_cosine(student, teacher_encode: Encode, tokenizer, firsts: list[str
     ids_a = tokenizer(firsts, truncation=True, max_length=max_length)["input_ids"]
     ids_b = tokenizer(seconds, truncation=True, max_length=max_length)["input_ids"]
 
-    for _ in range(epochs):
-        student.train()
-        order = rng.permutation(len(firsts))
-        for start in range(0, len(order), batch_size):
-            rows = order[start:start + batch_size]
-            a, b = student_batch([ids_a[r] for r in rows]), student_batch([ids_b[r] for r in rows])
-            cos = torch.nn.functional.cosine_similarity(student.sentence(*a), student.sentence(*b), dim=-1)
-            loss = torch.nn.functional.mse_loss(cos, targets[torch.from_numpy(rows)])
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            optimizer.step()
+    batches = -(-len(firsts) // batch_size)
+    with progress_bar() as progress:
+        for epoch in range(1, epochs + 1):
+            student.train()
+            order = rng.permutation(len(firsts))
+            task = progress.add_task(f"BiLSTM_KD (cosine) epoch {epoch}/{epochs}", total=batches, status="")
+            losses = []
+            for start in range(0, len(order), batch_size):
+                rows = order[start:start + batch_size]
+                a, b = student_batch([ids_a[r] for r in rows]), student_batch([ids_b[r] for r in rows])
+                cos = torch.nn.functional.cosine_similarity(student.sentence(*a), student.sentence(*b), dim=-1)
+                loss = torch.nn.functional.mse_loss(cos, targets[torch.from_numpy(rows)])
+                optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                optimizer.step()
+                losses.append(loss.item())
+                progress.update(task, advance=1, status=f"loss {losses[-1]:.4f}")
+            progress.remove_task(task)
+            log.info("BiLSTM_KD (cosine) epoch %d/%d: mean squared cosine error %.4f", epoch, epochs,
+                     float(np.mean(losses)))
     return encode
 
 
@@ -150,7 +163,10 @@ def run(overrides: list[str]) -> tuple[pd.DataFrame, Path]:
     sra = teacher.student(cfg.student, cfg.agnostic.seed)
     sra.load_state_dict(load_agnostic(artifact.path), strict=False)  # the classifier is not used here
     rows["BiLSTM_SRA"] = student_encoder(sra, tokenizer, length)
-    records = [{"model": name, **evaluate(encode, dev, test)} for name, encode in rows.items()]
+    records = []
+    for name, encode in rows.items():
+        log.info("%s: threshold on dev (%d pairs), scored on test (%d pairs)", name, len(dev[2]), len(test[2]))
+        records.append({"model": name, **evaluate(encode, dev, test)})
     return pd.DataFrame(records), Path(cfg.paths.outputs) / "tables"
 
 

@@ -133,6 +133,10 @@ def test_distil_untuned_writes_the_four_rows(tmp_path):
                           "--out", str(tmp_path / "tables")], cwd=tmp_path, env=env, capture_output=True, text=True,
                          timeout=600)
     assert run.returncode == 0, run.stderr[-2000:]
+    # a quiet step of several minutes on the Quora pairs says what it is doing, in a log too
+    logged = run.stdout + run.stderr
+    assert "BiLSTM_KD (cosine) epoch 3/3: mean squared cosine error" in logged
+    assert logged.count("threshold on dev") == 4
     import pandas as pd
 
     from distil.tables.load import load_preset
