@@ -421,3 +421,29 @@ def test_list_counts_runs_not_table_positions(tmp_path):
     preset = load_preset(write_preset(tmp_path, "fields", text))
     assert len(cell_specs(preset, "cpu")) == 2 * 3 * 2
     assert run.distinct_runs(preset, "cpu") == 2 * 2 * 2  # the lr column is a run of its own; acc and p share one
+
+
+def test_a_bench_table_passes_its_scales_overrides_to_its_command(tmp_path, monkeypatch, capsys):
+    """wu-table5's distil-untuned gets Table 1's student (student.embedding_init=svd at cpu scale), so
+    it reuses the task-agnostic SRA student those runs built instead of building a second one."""
+    monkeypatch.setenv("DISTIL_OUTPUTS", str(tmp_path / "outputs"))
+    commands = []
+
+    def measured(command, **kwargs):
+        commands.append(command)
+        return subprocess.CompletedProcess(command, 1)  # the table then says the bench failed: nothing to render
+
+    monkeypatch.setattr(run.subprocess, "run", measured)
+    table(["wu-table5"], capsys)
+    table(["wu-table5", "--scale", "paper"], capsys)
+    cpu, paper = ([part for part in command[1:] if part != "--out"][:-1] for command in commands)
+    assert [Path(command[0]).name for command in commands] == ["distil-untuned"] * 2
+    assert cpu == load_preset("wu-table5").scales["cpu"].base and "student.embedding_init=svd" in cpu
+    assert paper == ["hub_offline=false", "teacher=bert-base", "agnostic=paper", "transfer_size=all"]
+    # what the task-agnostic student's key covers (teacher, agnostic stage, student) is Table 1's
+    from distil.tables.cells import compose_cell
+
+    untuned = compose_cell(["dataset=quora", "student=sra", *cpu], None, "wu-table5")
+    table1 = compose_cell(expand(load_preset("wu-table1"), "cpu")[0].overrides[:-1], None, "wu-table1")
+    for group in ("teacher", "agnostic", "student"):
+        assert untuned[group] == table1[group], group

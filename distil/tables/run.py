@@ -23,6 +23,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from rich.console import Console
@@ -117,14 +118,16 @@ def run_sweep(preset: TablePreset, cells: list[Cell], root: Path) -> list[str]:
     return failed
 
 
-def run_bench(root: Path, bench: str = "bench") -> list[str]:
-    """A bench table reads outputs/tables/<bench>.csv: measure it once if it is not there."""
+def run_bench(root: Path, bench: str = "bench", overrides: Sequence[str] = ()) -> list[str]:
+    """A bench table reads outputs/tables/<bench>.csv: measure it once if it is not there, with the
+    scale's base overrides (wu-table5: distil-untuned with Table 1's student, so the task-agnostic
+    student is the one its runs built, not a second one)."""
     out = root / "tables"
     if (out / f"{bench}.csv").is_file():
         show(f"{bench}: ", f"skipped (done: {out / f'{bench}.csv'})", "dim")
         return []
-    show(f"{bench}: ", f"running {BENCHES[bench]}", "blue")
-    code = subprocess.run([console_script(BENCHES[bench]), "--out", str(out)]).returncode
+    show(f"{bench}: ", f"running {' '.join([BENCHES[bench], *overrides])}", "blue")
+    code = subprocess.run([console_script(BENCHES[bench]), *overrides, "--out", str(out)]).returncode
     return [] if code == 0 else [f"{BENCHES[bench]} exited with code {code}"]
 
 
@@ -261,7 +264,9 @@ def run(args: argparse.Namespace) -> list[str]:
             console.print(f"{preset.name}: no {args.scale}-scale sweep (scales: {', '.join(preset.scales)}); "
                           f"skipped", markup=False)
             continue
-        failed += run_bench(root, preset.bench) if preset.kind == "bench" else []
+        if preset.kind == "bench":
+            scale = preset.scales.get(args.scale)
+            failed += run_bench(root, preset.bench, scale.base if scale else [])
         failed += run_sweep(preset, chosen, root)
         failed += run_timing(preset, chosen, root) if preset.timing else []
         render(preset, collect(cells, root), root)
