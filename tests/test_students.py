@@ -3,6 +3,7 @@
 import pytest
 import torch
 from omegaconf import OmegaConf
+from torch import nn
 
 from distil.config import StudentConfig
 from distil.data.batching import model_inputs
@@ -131,6 +132,34 @@ def test_unpadded_fast_path_matches_the_packed_path():
     slow_states, slow_last = encoder(ids3, mask3)
     assert torch.allclose(fast_states, slow_states[:2, :3], atol=1e-6)
     assert torch.allclose(fast_last, slow_last[:2], atol=1e-6)
+
+
+@pytest.mark.parametrize("num_layers", [1, 2])
+def test_padded_batches_give_the_packed_lstms_states_and_gradients(num_layers):
+    """Each direction runs over the padded batch, the backward one reversed within each row's
+    length: states, last states and weight gradients must be those of torch's packed LSTM."""
+    from distil.students.encoders import BiLSTMEncoder
+
+    torch.manual_seed(0)
+    encoder = BiLSTMEncoder(30, 6, 5, dropout=0.0, num_layers=num_layers).eval()
+    ids, mask = model_inputs([[5, 6, 7], [8, 9, 10, 11, 12, 13], [2], [4, 4, 9, 21]])
+    states, last = encoder(ids, mask)
+    (states.sum() + (last ** 2).sum()).backward()
+    ours = {name: p.grad.clone() for name, p in encoder.lstm.named_parameters()}
+    encoder.zero_grad()
+
+    embedded = encoder.embedding(ids)
+    packed = nn.utils.rnn.pack_padded_sequence(embedded, mask.sum(1), batch_first=True, enforce_sorted=False)
+    packed_states, (final, _) = encoder.lstm(packed)
+    packed_states, _ = nn.utils.rnn.pad_packed_sequence(packed_states, batch_first=True, total_length=ids.shape[1])
+    packed_last = torch.cat([final[-2], final[-1]], dim=-1)
+    (packed_states.sum() + (packed_last ** 2).sum()).backward()
+
+    assert torch.allclose(states, packed_states, atol=1e-6)
+    assert torch.allclose(last, packed_last, atol=1e-6)
+    for name, param in encoder.lstm.named_parameters():
+        assert torch.allclose(ours[name], param.grad, atol=1e-5), name
+    assert set(encoder.state_dict()) == {"embedding.weight", *(f"lstm.{n}" for n, _ in encoder.lstm.named_parameters())}
 
 
 def test_sra_sentence_vector_has_the_teacher_size_and_lies_in_tanh_range():

@@ -10,7 +10,13 @@ from distil.config import StudentConfig
 
 
 class BiLSTMEncoder(nn.Module):
-    """ids -> embedding -> dropout -> BiLSTM; padding never reaches the LSTM (packed).
+    """ids -> embedding -> dropout -> BiLSTM; padding never reaches the recurrence.
+
+    A batch with padding runs each direction as a one-way LSTM over the padded batch, the backward
+    one over each row reversed within its own length, so every real position sees only real
+    positions: the states of `pack_padded_sequence`, from the fused kernel. PyTorch's packed LSTM
+    on the CPU takes 2-4x as long to train (its backward steps through the shrinking batch one
+    time step at a time; tests/test_students.py holds the two paths equal, gradients included).
 
     `recurrent_dropout` drops hidden-to-hidden weights while training (DropConnect, as in
     AWD-LSTM): PyTorch's fused LSTM has no per-step dropout of h(t-1), and this keeps the
@@ -26,30 +32,57 @@ class BiLSTMEncoder(nn.Module):
                             bidirectional=True, dropout=dropout if num_layers > 1 else 0.0)
         self.dropout = nn.Dropout(dropout)
         self.output_size = 2 * hidden_size
+        # One direction of each layer, only ever called with self.lstm's weights: a tuple, so no
+        # submodules and no state-dict entries, and built on a forked RNG so that adding them
+        # changed no initialisation or dropout mask drawn after them.
+        with torch.random.fork_rng(devices=[]):
+            self._one_way = tuple(nn.LSTM(embedding_dim if layer == 0 else 2 * hidden_size, hidden_size,
+                                          batch_first=True) for layer in range(num_layers))
 
     def forward(self, ids: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(states [B, T, 2H] with zeros at padding, last states [B, 2H]: forward end + backward start)."""
         embedded = self.dropout(self.embedding(ids))
+        weights = self._weights()
         if bool(mask.all()):
-            # No padding in this batch: packing would give the same states, only slower.
-            states, (final, _) = self._lstm(embedded)
-        else:
-            lengths = mask.sum(dim=1).clamp(min=1).cpu()
-            packed = nn.utils.rnn.pack_padded_sequence(embedded, lengths, batch_first=True, enforce_sorted=False)
-            states, (final, _) = self._lstm(packed)
-            states, _ = nn.utils.rnn.pad_packed_sequence(states, batch_first=True, total_length=ids.shape[1])
-        last = torch.cat([final[-2], final[-1]], dim=-1)  # top layer, forward and backward directions
-        return states, last
+            # No padding in this batch: the bidirectional kernel in one call.
+            states, (final, _) = torch.func.functional_call(self.lstm, weights, (embedded,))
+            return states, torch.cat([final[-2], final[-1]], dim=-1)
+        return self._padded(embedded, mask, weights)
 
     def layer_groups(self) -> list[tuple[str, nn.Module]]:
         return [("bilstm", self.lstm), ("embeddings", self.embedding)]
 
-    def _lstm(self, inputs):
-        if not (self.training and self.recurrent_dropout > 0):
-            return self.lstm(inputs)
-        weights = {name: F.dropout(param, self.recurrent_dropout) if name.startswith("weight_hh") else param
-                   for name, param in self.lstm.named_parameters()}
-        return torch.func.functional_call(self.lstm, weights, (inputs,))
+    def _weights(self) -> dict[str, torch.Tensor]:
+        weights = dict(self.lstm.named_parameters())
+        if self.training and self.recurrent_dropout > 0:
+            weights = {name: F.dropout(param, self.recurrent_dropout) if name.startswith("weight_hh") else param
+                       for name, param in weights.items()}
+        return weights
+
+    def _padded(self, inputs: torch.Tensor, mask: torch.Tensor, weights: dict[str, torch.Tensor]):
+        lengths = mask.sum(dim=1).clamp(min=1)  # as packing: an empty row is read as one position
+        steps = torch.arange(inputs.shape[1], device=inputs.device)
+        real = steps < lengths.unsqueeze(1)  # [B, T]
+        # position t of a row read backwards within its length; padding stays where it is
+        flip = torch.where(real, lengths.unsqueeze(1) - 1 - steps, steps).unsqueeze(-1)
+        rows = torch.arange(inputs.shape[0], device=inputs.device)
+        layer_input = inputs
+        for layer, one_way in enumerate(self._one_way):
+            if layer > 0:
+                layer_input = F.dropout(layer_input, self.lstm.dropout, self.training)
+            onward = self._run(one_way, weights, layer, "", layer_input)
+            reversed_input = layer_input.gather(1, flip.expand(-1, -1, layer_input.shape[-1]))
+            backward = self._run(one_way, weights, layer, "_reverse", reversed_input)
+            backward = backward.gather(1, flip.expand(-1, -1, backward.shape[-1]))
+            layer_input = torch.cat([onward, backward], dim=-1) * real.unsqueeze(-1)
+        last = torch.cat([onward[rows, lengths - 1], backward[:, 0]], dim=-1)
+        return layer_input, last
+
+    @staticmethod
+    def _run(one_way: nn.LSTM, weights: dict[str, torch.Tensor], layer: int, suffix: str, inputs: torch.Tensor):
+        own = {f"{kind}_l0": weights[f"{kind}_l{layer}{suffix}"]
+               for kind in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")}
+        return torch.func.functional_call(one_way, own, (inputs,))[0]
 
 
 def max_pool(states: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
