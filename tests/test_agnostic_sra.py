@@ -7,6 +7,7 @@ import random
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 import torch
 from transformers import BertConfig, BertModel
@@ -28,6 +29,32 @@ def test_teacher_sentence_vector_is_cls_or_the_mean_over_real_wordpieces():
         states = encoder(input_ids=torch.tensor([sentence])).last_hidden_state[0]
         assert torch.allclose(cls[row], states[0], atol=1e-5)
         assert torch.allclose(mean[row], states.mean(0), atol=1e-5)
+
+
+def test_untuned_teacher_rows_read_each_sentence_list_once_for_both_poolings(tmp_path):
+    """Table 5's [CLS] and averaged rows score the same pairs: one encoder pass serves both, and
+    each pooling is the one sentence_vectors gives on its own."""
+    from transformers import BertTokenizerFast
+
+    from distil.untuned import teacher_encoders
+
+    torch.manual_seed(0)
+    encoder = BertModel(BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=1,
+                                   intermediate_size=32)).eval()
+    tokens = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "cat", "dog", "sat", "ran"]
+    vocab_file = tmp_path / "vocab.txt"
+    vocab_file.write_text("\n".join(tokens))
+    tokenizer = BertTokenizerFast(vocab_file=str(vocab_file))
+    passes = []
+    encoder.register_forward_hook(lambda module, args, output: passes.append(1))
+    encode = teacher_encoders(encoder, tokenizer, max_length=16)
+    texts = ["cat sat", "dog ran cat", "dog"]
+    cls, mean = encode["cls"](texts), encode["mean"](texts)
+    assert len(passes) == 1
+    ids = tokenizer(texts)["input_ids"]
+    assert torch.allclose(cls, sentence_vectors(encoder, ids, 0, "cls"), atol=1e-6)
+    assert torch.allclose(mean, sentence_vectors(encoder, ids, 0, "mean"), atol=1e-6)
+    assert not torch.allclose(cls, mean)
 
 
 def test_fine_tuning_starts_from_the_agnostic_encoder_with_a_fresh_head():
@@ -78,13 +105,14 @@ def test_one_command_builds_the_agnostic_student_and_two_tasks_reuse_it(tmp_path
     assert len(built) == 1
     history = json.loads((built[0] / "manifest.json").read_text())["info"]["history"]
     # the mean eq. 1 loss of each epoch on the 270 training lines and on the 30 held out, pinned
-    # (deterministic on CPU)
-    assert [round(h["loss"], 2) for h in history] == [0.45, 0.26, 0.12]
-    assert [round(h["validation_loss"], 3) for h in history] == [0.312, 0.159, 0.068]
+    # (deterministic on CPU; in length-bucketed batches: agnostic.length_buckets=false gives
+    # 0.45, 0.26, 0.12 and 0.312, 0.159, 0.068, as before the buckets)
+    assert [round(h["loss"], 2) for h in history] == [0.43, 0.23, 0.11]
+    assert [round(h["validation_loss"], 3) for h in history] == [0.312, 0.159, 0.069]
     # the run says where its student started and how well the stage approximated the teacher
     pretrained = json.loads((tmp_path / "single" / "metrics.json").read_text())["student"]["pretrained"]
     assert pretrained["source"] == f"agnostic/{built[0].name}"
-    assert (pretrained["sentences"], round(pretrained["validation_loss"], 3)) == (270, 0.068)
+    assert (pretrained["sentences"], round(pretrained["validation_loss"], 3)) == (270, 0.069)
     weights = load_agnostic(built[0])
 
     def no_pretrained_teacher(*_args, **_kwargs):
@@ -169,3 +197,19 @@ def test_a_pair_is_classified_from_wu_s_concatenate_compare():
     out = student(ids_a, mask_a, ids_b, mask_b)
     h1, h2 = out["sentence"][0]
     torch.testing.assert_close(read[0][0], torch.cat([h1, h2, (h1 - h2).abs(), h1 * h2]))
+
+
+def test_length_buckets_cover_every_row_once_in_batches_of_like_length():
+    """An epoch of bucketed batches is still each row exactly once; a batch spans a narrow band
+    of lengths (what it pads to), and the batches of a pool come in a random order."""
+    from distil.data.batching import length_bucketed_batches
+
+    rng = np.random.default_rng(0)
+    lengths = rng.integers(1, 65, size=1000)
+    batches = length_bucketed_batches(lengths, 50, np.random.default_rng(1), pool_batches=10)
+    assert sorted(np.concatenate(batches).tolist()) == list(range(1000))
+    assert [len(b) for b in batches] == [50] * 20
+    widest = max(int(lengths[b].max() - lengths[b].min()) for b in batches)
+    assert widest <= 12  # a random batch of 50 spans nearly all of 1..64
+    first_rows = [int(lengths[b].min()) for b in batches]
+    assert first_rows != sorted(first_rows)

@@ -28,7 +28,7 @@ from omegaconf import OmegaConf
 from safetensors.torch import load_file, save_file
 
 from distil.config import as_plain_dict
-from distil.data.batching import pad
+from distil.data.batching import length_bucketed_batches, pad, shuffled_batches
 from distil.errors import DistilError
 from distil.losses import representation_cosine
 from distil.pretrain.corpus import lines_digest, read_lines
@@ -52,22 +52,30 @@ def check_agnostic(cfg) -> None:
         raise DistilError(f"agnostic.pooling '{cfg.pooling}' is unknown; use {' or '.join(POOLINGS)}")
 
 
-@torch.inference_mode()
 def sentence_vectors(encoder, ids: list[list[int]], pad_id: int, pooling: str, batch_size: int = 128,
                      progress=None) -> torch.Tensor:
     """[n, H] float32: the encoder's top layer at [CLS], or its mean over the real wordpieces."""
+    return pooled_vectors(encoder, ids, pad_id, (pooling,), batch_size, progress)[pooling]
+
+
+@torch.inference_mode()
+def pooled_vectors(encoder, ids: list[list[int]], pad_id: int, poolings: tuple[str, ...], batch_size: int = 128,
+                   progress=None) -> dict[str, torch.Tensor]:
+    """{pooling: [n, H] float32} from one pass of the encoder: its top layer at [CLS] ("cls"), its
+    mean over the real wordpieces ("mean")."""
     encoder.eval()
     order = np.argsort([len(x) for x in ids])  # length-sorted batches: little padding
-    out = torch.empty((len(ids), encoder.config.hidden_size))
+    out = {pooling: torch.empty((len(ids), encoder.config.hidden_size)) for pooling in poolings}
     for start in range(0, len(ids), batch_size):
         rows = order[start:start + batch_size]
         batch, mask = pad([ids[r] for r in rows], pad_id)
         states = encoder(input_ids=batch, attention_mask=mask).last_hidden_state
-        if pooling == "cls":
-            vectors = states[:, 0]
-        else:
-            vectors = (states * mask.unsqueeze(-1)).sum(1) / mask.sum(1, keepdim=True).clamp(min=1)
-        out[torch.from_numpy(rows)] = vectors.float()
+        for pooling, vectors in out.items():
+            if pooling == "cls":
+                pooled = states[:, 0]
+            else:
+                pooled = (states * mask.unsqueeze(-1)).sum(1) / mask.sum(1, keepdim=True).clamp(min=1)
+            vectors[torch.from_numpy(rows)] = pooled.float()
         if progress is not None:
             progress(len(rows))
     return out
@@ -144,15 +152,15 @@ def distil_agnostic(cfg, load_encoder, tokenizer, student_cfg, initial_rows, lin
         epoch, history, seconds = state["epoch"], state["history"], state["seconds"]
         log.info("resuming task-agnostic distillation after epoch %d from %s", epoch, checkpoint)
     started = time.perf_counter() - seconds
+    lengths = [len(x) for x in mapped]
     batches = -(-len(mapped) // cfg.batch_size)
     with progress_bar() as progress:
         bar = progress.add_task("task-agnostic SRA distillation", total=cfg.epochs * batches,
                                 completed=epoch * batches, status="")
         while epoch < cfg.epochs:
             student.train()
-            order, total = rng.permutation(len(mapped)), 0.0
-            for start in range(0, len(order), cfg.batch_size):
-                rows = order[start:start + cfg.batch_size]
+            total = 0.0
+            for rows in epoch_batches(cfg, lengths, rng):
                 sentences = student.sentence(*pad([mapped[r] for r in rows]))
                 loss = representation_cosine(sentences, targets[torch.from_numpy(rows)])
                 optimizer.zero_grad(set_to_none=True)
@@ -161,10 +169,10 @@ def distil_agnostic(cfg, load_encoder, tokenizer, student_cfg, initial_rows, lin
                 total += loss.item() * len(rows)
                 progress.update(bar, advance=1, status=f"loss {loss.item():.4f}")
             epoch += 1
-            history.append({"epoch": epoch, "loss": total / len(order),
+            history.append({"epoch": epoch, "loss": total / len(mapped),
                              "validation_loss": held_out_loss(student, held_mapped, held_targets, cfg.batch_size)})
             log.info("task-agnostic SRA epoch %d/%d: loss %.4f, held-out %.4f", epoch, cfg.epochs,
-                     total / len(order), history[-1]["validation_loss"])
+                     total / len(mapped), history[-1]["validation_loss"])
             if epoch < cfg.epochs:
                 partial = checkpoint.with_suffix(".partial")
                 torch.save({"model": student.state_dict(), "optimizer": optimizer.state_dict(),
@@ -178,6 +186,12 @@ def distil_agnostic(cfg, load_encoder, tokenizer, student_cfg, initial_rows, lin
     return {"epochs": epoch, "history": history, "sentences": len(lines), "held_out": len(held_out),
             "sentence_size": int(targets.shape[1]), "seconds": round(time.perf_counter() - started, 1),
             "final_loss": history[-1]["loss"], "validation_loss": history[-1]["validation_loss"]}
+
+
+def epoch_batches(cfg, lengths: list[int], rng: np.random.Generator) -> list[np.ndarray]:
+    if cfg.length_buckets:
+        return length_bucketed_batches(lengths, cfg.batch_size, rng)
+    return shuffled_batches(len(lengths), cfg.batch_size, rng)
 
 
 @torch.inference_mode()
