@@ -16,6 +16,7 @@ Writes <paths.outputs>/tables/untuned.{md,csv} (the wu-table5 preset reads the c
 
 from __future__ import annotations
 
+import functools
 import logging
 import sys
 from collections.abc import Callable
@@ -71,13 +72,17 @@ def evaluate(encode: Encode, dev: tuple[list[str], list[str], np.ndarray],
             "f1": test_result["f1"]}
 
 
-def teacher_encoder(encoder, tokenizer, pooling: str, max_length: int) -> Encode:
-    from distil.pretrain.sra import sentence_vectors
+def teacher_encoders(encoder, tokenizer, max_length: int) -> dict[str, Encode]:
+    """{"cls": ..., "mean": ...}: the teacher's two sentence vectors, each list of sentences read
+    by the encoder once for both poolings (Table 5's two teacher rows score the same pairs)."""
+    from distil.pretrain.sra import POOLINGS, pooled_vectors
 
-    def encode(texts: list[str]) -> torch.Tensor:
-        ids = tokenizer(texts, truncation=True, max_length=max_length)["input_ids"]
-        return sentence_vectors(encoder, ids, tokenizer.pad_token_id, pooling)
-    return encode
+    @functools.lru_cache(maxsize=4)  # a row scores dev and test: four lists of sentences
+    def vectors(texts: tuple[str, ...]) -> dict[str, torch.Tensor]:
+        ids = tokenizer(list(texts), truncation=True, max_length=max_length)["input_ids"]
+        return pooled_vectors(encoder, ids, tokenizer.pad_token_id, POOLINGS)
+
+    return {pooling: lambda texts, pooling=pooling: vectors(tuple(texts))[pooling] for pooling in POOLINGS}
 
 
 def student_encoder(student, tokenizer, max_length: int) -> Encode:
@@ -152,8 +157,8 @@ def run(overrides: list[str]) -> tuple[pd.DataFrame, Path]:
     dev, test = pairs_of(data.splits["dev"], positive), pairs_of(data.splits["test"], positive)
     teacher = TeacherAsPretrained(cfg.teacher, cfg.hub_offline)
     tokenizer, length = teacher.tokenizer, cfg.agnostic.max_length
-    rows = {"teacher (CLS)": teacher_encoder(teacher.encoder, tokenizer, "cls", length),
-            "teacher (averaged)": teacher_encoder(teacher.encoder, tokenizer, "mean", length)}
+    teacher_vectors = teacher_encoders(teacher.encoder, tokenizer, length)
+    rows = {"teacher (CLS)": teacher_vectors["cls"], "teacher (averaged)": teacher_vectors["mean"]}
     transfer = data.splits["transfer"]
     rows["BiLSTM_KD (cosine)"] = fit_pair_cosine(teacher.student(cfg.student, cfg.agnostic.seed),
                                                  rows["teacher (CLS)"], tokenizer, list(transfer["text"]),
