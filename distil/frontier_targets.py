@@ -50,8 +50,13 @@ def by_row(cells: list[Cell]) -> dict[str, list[dict]]:
     return {row: [runs[seed] for seed in sorted(runs)] for row, runs in rows.items()}
 
 
+def accuracies(runs: list[dict], split: str = "test") -> list[float]:
+    """Each seed's student accuracy (%) on `split`."""
+    return [100 * run["student"][split]["accuracy"] for run in runs]
+
+
 def accuracy(runs: list[dict], split: str = "test") -> float:
-    return 100 * statistics.mean(run["student"][split]["accuracy"] for run in runs)
+    return statistics.mean(accuracies(runs, split))
 
 
 def latency(runs: list[dict]) -> float:
@@ -90,17 +95,13 @@ def frontier_target(rows: dict[str, list[dict]]) -> Target:
         if any(accuracy(timed[o]) >= accuracy(timed[peer]) for o in faster):
             continue
         rival = max(faster, key=lambda o: accuracy(timed[o])) if faster else None
-        if rival is not None and beyond_spread(test_values(timed[peer]), test_values(timed[rival])) is False:
+        if rival is not None and beyond_spread(accuracies(timed[peer]), accuracies(timed[rival])) is False:
             tied.append(f"{peer} ({described(timed[peer])}; {rival}: {described(timed[rival])})")
         else:
             beaten.append(f"{peer} ({nearest(peer, timed, ours)})")
     ties = "; tied within the spread: " + "; ".join(tied) if tied else ""
     spread = ("every peer matched" if not beaten else "not matched: " + "; ".join(beaten)) + ties
     return Target(name, float(not beaten), 1, spread)
-
-
-def test_values(runs: list[dict]) -> list[float]:
-    return [100 * run["student"]["test"]["accuracy"] for run in runs]
 
 
 def nearest(peer: str, timed: dict[str, list[dict]], ours: list[str]) -> str:
@@ -114,7 +115,7 @@ def nearest(peer: str, timed: dict[str, list[dict]], ours: list[str]) -> str:
 
 def described(runs: list[dict]) -> str:
     """`80.83 ± 0.73% (n=3) at 3.65 ms`: the spread over seeds says whether a loss is a tie."""
-    values = test_values(runs)
+    values = accuracies(runs)
     spread = f" ± {statistics.stdev(values):.2f}" if len(values) > 1 else ""
     return f"{statistics.mean(values):.2f}{spread}% (n={len(values)}) at {latency(runs):.2f} ms"
 
