@@ -447,3 +447,25 @@ def test_a_bench_table_passes_its_scales_overrides_to_its_command(tmp_path, monk
     table1 = compose_cell(expand(load_preset("wu-table1"), "cpu")[0].overrides[:-1], None, "wu-table1")
     for group in ("teacher", "agnostic", "student"):
         assert untuned[group] == table1[group], group
+
+
+def test_a_bench_csv_is_reused_only_for_the_overrides_it_was_measured_with(tmp_path, monkeypatch, capsys):
+    """A second wu-table5 at the same scale reuses untuned.csv; the other scale, or a csv that a
+    direct `distil-untuned` (its defaults) rewrote since, measures again."""
+    monkeypatch.setenv("DISTIL_OUTPUTS", str(tmp_path / "outputs"))
+    commands = []
+
+    def measured(command, **kwargs):
+        commands.append(command)
+        out = Path(command[command.index("--out") + 1])
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "untuned.csv").write_text(f"model,accuracy\nrun {len(commands)},0.5\n")
+        return subprocess.CompletedProcess(command, 0)
+
+    monkeypatch.setattr(run.subprocess, "run", measured)
+    for args in (["wu-table5"], ["wu-table5"], ["wu-table5", "--scale", "paper"], ["wu-table5", "--scale", "paper"]):
+        table(args, capsys)
+    assert len(commands) == 2 and "agnostic=paper" in commands[1]
+    (tmp_path / "outputs" / "tables" / "untuned.csv").write_text("model,accuracy\ndirect,0.5\n")
+    _, out, _ = table(["wu-table5", "--scale", "paper"], capsys)
+    assert len(commands) == 3 and "measured with []; measuring again" in out.replace("\n", "")

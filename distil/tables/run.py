@@ -17,6 +17,8 @@ cell is recorded in its metrics.json and the others go on; the table marks it wi
 from __future__ import annotations
 
 import argparse
+import hashlib
+import json
 import os
 import shutil
 import signal
@@ -119,16 +121,44 @@ def run_sweep(preset: TablePreset, cells: list[Cell], root: Path) -> list[str]:
 
 
 def run_bench(root: Path, bench: str = "bench", overrides: Sequence[str] = ()) -> list[str]:
-    """A bench table reads outputs/tables/<bench>.csv: measure it once if it is not there, with the
-    scale's base overrides (wu-table5: distil-untuned with Table 1's student, so the task-agnostic
-    student is the one its runs built, not a second one)."""
+    """A bench table reads outputs/tables/<bench>.csv: measure it if it is not there, or if it was
+    measured with other overrides than the scale's base (wu-table5: distil-untuned with Table 1's
+    student, so the task-agnostic student is the one its runs built, not a second one)."""
     out = root / "tables"
-    if (out / f"{bench}.csv").is_file():
-        show(f"{bench}: ", f"skipped (done: {out / f'{bench}.csv'})", "dim")
+    csv = out / f"{bench}.csv"
+    measured_with = bench_overrides(csv)
+    if measured_with == list(overrides):
+        show(f"{bench}: ", f"skipped (done: {csv})", "dim")
         return []
-    show(f"{bench}: ", f"running {' '.join([BENCHES[bench], *overrides])}", "blue")
+    again = "" if measured_with is None else f" (measured with [{' '.join(measured_with)}]; measuring again)"
+    show(f"{bench}: ", f"running {' '.join([BENCHES[bench], *overrides])}{again}", "blue")
     code = subprocess.run([console_script(BENCHES[bench]), *overrides, "--out", str(out)]).returncode
-    return [] if code == 0 else [f"{BENCHES[bench]} exited with code {code}"]
+    if code != 0:
+        return [f"{BENCHES[bench]} exited with code {code}"]
+    write_json_atomic(bench_record(csv), {"overrides": list(overrides), "csv_sha256": file_digest(csv)})
+    return []
+
+
+def bench_record(csv: Path) -> Path:
+    return csv.with_name(csv.stem + ".overrides.json")
+
+
+def bench_overrides(csv: Path) -> list[str] | None:
+    """The overrides a bench csv was measured with: those distil-table recorded beside it, or none
+    (the command's defaults: `make bench` ran it) when it has no record or changed since; None
+    without a csv."""
+    if not csv.is_file():
+        return None
+    record = bench_record(csv)
+    if record.is_file():
+        saved = json.loads(record.read_text())
+        if saved.get("csv_sha256") == file_digest(csv):
+            return saved["overrides"]
+    return []
+
+
+def file_digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def run_timing(preset: TablePreset, cells: list[Cell], root: Path) -> list[str]:
