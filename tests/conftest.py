@@ -23,6 +23,13 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 REPO = Path(__file__).resolve().parent.parent
 
 
+@pytest.fixture(autouse=True)
+def results_under_tmp(tmp_path, monkeypatch):
+    """The tracked record of finished table cells (distil.tables.ledger) is the checkout's results/:
+    no test writes there."""
+    monkeypatch.setenv("DISTIL_RESULTS", str(tmp_path / "results"))
+
+
 def compose_config(*overrides: str):
     """A fresh copy of the composed config: a test may change it; composing costs ~0.2 s, copying ~0.01 s."""
     return copy.deepcopy(composed(overrides))

@@ -353,6 +353,50 @@ def test_only_runs_the_named_rows_columns_or_where_they_cross_and_writes_the_who
                            "its columns: all, 5k")
 
 
+def test_a_finished_cell_is_recorded_and_a_fresh_machine_reads_it_instead_of_running_it(tmp_path, monkeypatch,
+                                                                                          capsys):
+    """outputs/ is not in git: a finished cell is copied to the tracked results (distil.tables.ledger)
+    when its table is written, and a machine with empty outputs renders it and does not run it. A
+    failed cell is not recorded, and a torn record is no record (the cell runs)."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("DISTIL_CONFIG_DIR", str(tmp_path / "conf"))
+    write_preset(tmp_path / "conf" / "table", "tiny", "scales: {cpu: {base: [debug=smoke], seeds: [1]}}\n"
+                 "rows: [{label: hard, overrides: [schedule=hard]}, {label: D1, overrides: [schedule=d1]},\n"
+                 "       {label: D0, overrides: [schedule=d0]}]\n")
+    hard, d1, d0 = expand(load_preset("tiny"), "cpu")
+    ran = []
+
+    def fake_run(cell, root):
+        ran.append((root.name, cell.row))
+        directory = root / "cells" / cell.key
+        directory.mkdir(parents=True)
+        status = "failed: out of memory" if cell.row == "D0" else "ok"
+        accuracy = {"hard": 0.75, "D1": 0.5}.get(cell.row)
+        (directory / "metrics.json").write_text(json.dumps({"status": status, "student": {"test": {"accuracy":
+                                                                                                    accuracy}}}))
+        return ("done", None) if status == "ok" else (status, status)
+
+    monkeypatch.setattr(run, "run_cell", fake_run)
+    monkeypatch.setenv("DISTIL_OUTPUTS", str(tmp_path / "first"))
+    code, out, _ = table(["tiny"], capsys)
+    assert code == 2 and ran == [("first", "hard"), ("first", "D1"), ("first", "D0")]
+    ledger = tmp_path / "results" / "cells"
+    assert sorted(p.name for p in ledger.iterdir()) == sorted([f"{hard.key}.json", f"{d1.key}.json"])
+    assert json.loads((ledger / f"{hard.key}.json").read_text()) == {"status": "ok",
+                                                                     "student": {"test": {"accuracy": 0.75}}}
+    assert f"tiny: 2 finished cell(s) recorded in {ledger}" in out
+
+    (ledger / f"{d1.key}.json").write_text('{"status": "ok", "stud')  # torn: D1 runs again on the new machine
+    monkeypatch.setenv("DISTIL_OUTPUTS", str(tmp_path / "second"))
+    code, out, _ = table(["tiny"], capsys)
+    assert ran[3:] == [("second", "D1"), ("second", "D0")]
+    assert "cell 1/3 tiny hard seed 1: skipped (done)" in out
+    md = (tmp_path / "second" / "tables" / "tiny.md").read_text()
+    assert re.search(r"\| hard \| +75\.00 \|\n\| D1 +\| +50\.00 \|", md)
+    assert md.endswith("cells: 2 done, 1 failed, 0 not run.\n")
+    assert json.loads((ledger / f"{d1.key}.json").read_text())["student"]["test"]["accuracy"] == 0.5
+
+
 @pytest.mark.slow  # ~30 s; test_student_timing's timed table runs distil-table end to end in the default suite
 def test_distil_table_end_to_end(tmp_path, monkeypatch, capsys):
     """2 rows x 1 column x 2 seeds run once; a second invocation runs none; a failing cell of another

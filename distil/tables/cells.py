@@ -28,6 +28,7 @@ from distil.cli import CONF_DIR, INTERRUPTED_STATUS, hydra_message
 from distil.config import without_defaults
 from distil.errors import DistilError
 from distil.overrides import CONFIG_DIR_ENV, check_overrides, with_config_dir_env
+from distil.tables import ledger
 from distil.tables.preset import Axis, Cell, TablePreset
 
 KEY_VERSION = 2  # bump when what a key covers changes: every cell then runs again
@@ -175,14 +176,25 @@ TIMING_FILE = "timing.json"  # written by distil.student_timing for tables with 
 
 
 def collect(cells: list[Cell], root: Path) -> list[Cell]:
-    """Fill each cell's metrics and error from `<root>/cells/<key>/metrics.json`, with its timing.json (if
-    the student was timed, see distil.student_timing) under `timing`; returns the cells."""
+    """Fill each cell's metrics and error (`result_of`); returns the cells."""
     for cell in cells:
-        cell.metrics, cell.error = read_result(cell_dir(root, cell.key) / "metrics.json")
-        timing = cell_dir(root, cell.key) / TIMING_FILE
-        if cell.metrics is not None and timing.is_file():
-            cell.metrics = {**cell.metrics, "timing": json.loads(timing.read_text())}
+        cell.metrics, cell.error = result_of(root, cell.key)
     return cells
+
+
+def result_of(root: Path, key: str) -> tuple[dict | None, str | None]:
+    """A cell's (metrics, error): its run in `<root>/cells/<key>/` (metrics.json, with its timing.json under
+    `timing` if the student was timed, see distil.student_timing); when that run has no number, the
+    tracked record of the cell (distil.tables.ledger: a finished cell of another machine); else why
+    there is no number."""
+    directory = cell_dir(root, key)
+    metrics, error = read_result(directory / "metrics.json")
+    if error is not None and (kept := ledger.recorded(key)) is not None:
+        return kept, None
+    timing = directory / TIMING_FILE
+    if metrics is not None and timing.is_file():
+        metrics = {**metrics, "timing": json.loads(timing.read_text())}
+    return metrics, error
 
 
 def read_result(path: Path) -> tuple[dict | None, str | None]:

@@ -12,6 +12,8 @@ Each cell runs as the real `distil` console script in a subprocess, one at a tim
 metrics.json says `status: ok` is skipped, so an interrupted table continues where it stopped (the
 killed cell resumes from the student checkpoints `distil` keeps in its cache). A failed or crashed
 cell is recorded in its metrics.json and the others go on; the table marks it with its error.
+Writing a table copies its finished cells to the tracked results (distil.tables.ledger), so a fresh
+clone finds them done too.
 """
 
 from __future__ import annotations
@@ -35,7 +37,8 @@ from distil.atomic import write_json_atomic
 from distil.command import console_command
 from distil.errors import DistilError
 from distil.interrupt import exit_on_interrupt
-from distil.tables.cells import cell_dir, cell_specs, collect, expand, label, read_result, runs_of
+from distil.tables import ledger
+from distil.tables.cells import cell_dir, cell_specs, collect, expand, label, read_result, result_of, runs_of
 from distil.tables.load import load_preset, presets
 from distil.tables.preset import BENCHES, SCALES, SETS, Cell, TablePreset
 
@@ -106,7 +109,7 @@ def run_sweep(preset: TablePreset, cells: list[Cell], root: Path) -> list[str]:
     runs = runs_of(cells)
     for i, cell in enumerate(runs, 1):
         name = f"cell {i}/{len(runs)} {preset.name} {run_label(preset, cell)}: "
-        if read_result(cell_dir(root, cell.key) / "metrics.json")[1] is None:  # done, here or by another table
+        if result_of(root, cell.key)[1] is None:  # done, here, by another table or on another machine
             show(name, "skipped (done)", "dim")
             continue
         show(name, "running", "blue")
@@ -168,7 +171,8 @@ def run_timing(preset: TablePreset, cells: list[Cell], root: Path) -> list[str]:
 
     groups: dict[str, dict[str, Cell]] = {}
     for cell in collect(cells, root):
-        if cell.metrics is not None and cell.metrics.get("status") == "ok":
+        # a cell recorded on another machine keeps the timing recorded with it: its student is not here
+        if cell.error is None and read_result(cell_dir(root, cell.key) / "metrics.json")[1] is None:
             groups.setdefault(cell.metrics["artifacts"]["teacher"], {})[cell.key] = cell
     failed = []
     for teacher, group in groups.items():
@@ -187,9 +191,16 @@ def run_timing(preset: TablePreset, cells: list[Cell], root: Path) -> list[str]:
 
 
 def render(preset: TablePreset, cells: list[Cell], root: Path) -> None:
+    """Write the table from the cells done so far, and record each finished cell in the tracked results
+    (distil.tables.ledger), so a fresh clone finds it done."""
     from distil.tables.render import write_table  # pandas and matplotlib: only once a table is written
 
-    write_table(preset, cells, root / "tables")
+    collected = collect(cells, root)
+    recorded = sum(ledger.record(cell.key, cell.metrics) for cell in runs_of(collected) if cell.error is None)
+    if recorded:
+        show(f"{preset.name}: ", f"{recorded} finished cell(s) recorded in {ledger.results_root() / 'cells'} "
+             f"(commit them: a fresh clone then finds them done)", "dim")
+    write_table(preset, collected, root / "tables")
 
 
 def show(name: str, status: str, style: str) -> None:
@@ -288,7 +299,7 @@ def run(args: argparse.Namespace) -> list[str]:
             dry_run(preset, chosen, root)
             continue
         if args.render_only:  # what has run so far; the rest shows "not run"
-            render(preset, collect(cells, root), root)
+            render(preset, cells, root)
             continue
         if preset.kind == "sweep" and not cells:
             console.print(f"{preset.name}: no {args.scale}-scale sweep (scales: {', '.join(preset.scales)}); "
@@ -299,7 +310,7 @@ def run(args: argparse.Namespace) -> list[str]:
             failed += run_bench(root, preset.bench, scale.base if scale else [])
         failed += run_sweep(preset, chosen, root)
         failed += run_timing(preset, chosen, root) if preset.timing else []
-        render(preset, collect(cells, root), root)
+        render(preset, cells, root)
     return failed
 
 
