@@ -412,6 +412,17 @@ def test_columns_of_one_run_count_it_once_and_an_untimed_run_reads_not_timed_yet
     seeds = {"cpu": Scale(base=[], seeds=[1, 2])}
     write_table(preset(rows=[Axis("fast"), Axis("slow")], columns=columns, scales=seeds), cells, tmp_path)
     # a seed that ran after the timing step waits for the next one: not a failure
-    assert md_rows(tmp_path / "paper-table3.md")[1:] == [["fast", "80.00 ± 0.00 (n=2)", "0.50 (n=1, 1 not timed yet)"],
+    assert md_rows(tmp_path / "paper-table3.md")[1:] == [["fast", "80.00 ± 0.00 (n=2)", "0.500 (n=1, 1 not timed yet)"],
                                                          ["slow", "82.00", "not timed yet"]]
     assert (tmp_path / "paper-table3.md").read_text().endswith("cells: 3 done, 0 failed, 0 not run.\n")
+
+
+def test_a_number_below_one_keeps_three_significant_digits():
+    """Mukherjee Table 9's variances (0.240 against 0.066) and Wu Table 4's eq. 1 losses (0.0288) read
+    apart only with their third digit; percentages and numbers from 1 on keep two decimals."""
+    from distil.tables.render import number_text
+
+    assert [number_text(v, "number") for v in (0.2323, 0.0660, 0.02884, 0.5, 0.00001, 0.0, 4.4, 12.345)] == [
+        "0.232", "0.0660", "0.0288", "0.500", "0.0000", "0.00", "4.40", "12.35"]
+    assert number_text(0.2323 - 0.240, "number", signed=True) == "-0.0077"
+    assert number_text(0.2323, "percent") == "0.23"  # percent cells are scaled first: 23.23

@@ -45,6 +45,7 @@ MISSING = "–"  # no paper number, or no Δ
 ROW_HEADERS = {"stages": "stage", "languages": "language", "epochs": "epoch", "data": "dataset", "bench": "model"}
 SCALE = {"percent": 100.0}  # the factor from the metrics.json value to the number shown; 1 otherwise
 DECIMALS = {"percent": 2, "number": 2, "ratio": 1, "count": 0}
+NUMBER_MAX_DECIMALS = 4
 PLOTS = ("line", "scatter")
 FRONTIERS = (None, "lower_x", "higher_x")  # a scatter's Pareto frontier: which way x is better
 
@@ -389,6 +390,10 @@ def number_text(value: float, fmt: str, signed: bool = False) -> str:
     decimals = DECIMALS.get(fmt, 2)
     if fmt == "count" and not float(value).is_integer():
         decimals = 1  # e.g. average words per document
+    if fmt == "number" and 0 < abs(value) < 1:
+        # three significant digits below 1, up to 4 decimals: a teacher's prediction variance (0.240 vs
+        # 0.066 in Mukherjee Table 9), an eq. 1 loss (0.0288, Wu Table 4), a 0.036 ms latency
+        decimals = min(NUMBER_MAX_DECIMALS, max(decimals, 2 - math.floor(math.log10(abs(value)))))
     sign, thousands = "+" if signed else "", "," if fmt == "count" else ""
     text = f"{value:{sign}{thousands}.{decimals}f}"
     return text + ("x" if fmt == "ratio" and not signed else "")
