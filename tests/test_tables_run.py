@@ -513,3 +513,22 @@ def test_a_bench_csv_is_reused_only_for_the_overrides_it_was_measured_with(tmp_p
     (tmp_path / "outputs" / "tables" / "untuned.csv").write_text("model,accuracy\ndirect,0.5\n")
     _, out, _ = table(["wu-table5", "--scale", "paper"], capsys)
     assert len(commands) == 3 and "measured with []; measuring again" in out.replace("\n", "")
+
+
+def test_only_cells_run_here_are_timed_a_recorded_cell_keeps_its_recorded_timing(tmp_path, monkeypatch):
+    """A cell read from the tracked results ran on another machine: its student is not here to time."""
+    import distil.student_timing
+
+    preset = dataclasses.replace(load_preset("frontier-sst2"), name="timed")
+    here, elsewhere = (Cell(row=row, column=None, seed=1, overrides=[], key=key)
+                       for row, key in (("here", "a" * 16), ("elsewhere", "b" * 16)))
+    finished = {"status": "ok", "artifacts": {"teacher": "minilm-0"}, "student": {"test": {"accuracy": 0.5}}}
+    (tmp_path / "cells" / here.key).mkdir(parents=True)
+    (tmp_path / "cells" / here.key / "metrics.json").write_text(json.dumps(finished))
+    run.ledger.record(elsewhere.key, {**finished, "timing": {"speedup": 3.0}})
+    timed = []
+    monkeypatch.setattr(distil.student_timing, "timing_is_current", lambda directories: False)
+    monkeypatch.setattr(distil.student_timing, "time_cells",
+                        lambda directories, overrides, root: timed.append(sorted(directories)))
+    assert run.run_timing(preset, [here, elsewhere], tmp_path) == []
+    assert timed == [[here.key]] and elsewhere.recorded and not here.recorded

@@ -16,6 +16,7 @@ import os
 from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
+from typing import NamedTuple
 
 from hydra import compose, initialize_config_dir
 from hydra._internal.config_loader_impl import ConfigLoaderImpl  # Hydra 1.3's own override step
@@ -178,23 +179,29 @@ TIMING_FILE = "timing.json"  # written by distil.student_timing for tables with 
 def collect(cells: list[Cell], root: Path) -> list[Cell]:
     """Fill each cell's metrics and error (`result_of`); returns the cells."""
     for cell in cells:
-        cell.metrics, cell.error = result_of(root, cell.key)
+        cell.metrics, cell.error, cell.recorded = result_of(root, cell.key)
     return cells
 
 
-def result_of(root: Path, key: str) -> tuple[dict | None, str | None]:
-    """A cell's (metrics, error): its run in `<root>/cells/<key>/` (metrics.json, with its timing.json under
+class Result(NamedTuple):
+    metrics: dict | None
+    error: str | None  # None: a finished cell
+    recorded: bool  # the number is the tracked record's, not a run here
+
+
+def result_of(root: Path, key: str) -> Result:
+    """A cell's (metrics, error, recorded): its run in `<root>/cells/<key>/` (metrics.json, with its timing.json under
     `timing` if the student was timed, see distil.student_timing); when that run has no number, the
     tracked record of the cell (distil.tables.ledger: a finished cell of another machine); else why
     there is no number."""
     directory = cell_dir(root, key)
     metrics, error = read_result(directory / "metrics.json")
     if error is not None and (kept := ledger.recorded(key)) is not None:
-        return kept, None
+        return Result(kept, None, recorded=True)
     timing = directory / TIMING_FILE
     if metrics is not None and timing.is_file():
         metrics = {**metrics, "timing": json.loads(timing.read_text())}
-    return metrics, error
+    return Result(metrics, error, recorded=False)
 
 
 def read_result(path: Path) -> tuple[dict | None, str | None]:

@@ -136,3 +136,4 @@ class Cell:
     metrics: dict | None = None  # its metrics.json once run (status ok or failed)
     choice: str | None = None  # with the preset's `select`: which option of its `over` this run is
     error: str | None = None  # why it has no number: "failed: <reason>", "not run", ...
+    recorded: bool = False  # its number is another machine's, read from the tracked results (ledger)

@@ -109,7 +109,7 @@ def run_sweep(preset: TablePreset, cells: list[Cell], root: Path) -> list[str]:
     runs = runs_of(cells)
     for i, cell in enumerate(runs, 1):
         name = f"cell {i}/{len(runs)} {preset.name} {run_label(preset, cell)}: "
-        if result_of(root, cell.key)[1] is None:  # done, here, by another table or on another machine
+        if result_of(root, cell.key).error is None:  # done, here, by another table or on another machine
             show(name, "skipped (done)", "dim")
             continue
         show(name, "running", "blue")
@@ -172,7 +172,7 @@ def run_timing(preset: TablePreset, cells: list[Cell], root: Path) -> list[str]:
     groups: dict[str, dict[str, Cell]] = {}
     for cell in collect(cells, root):
         # a cell recorded on another machine keeps the timing recorded with it: its student is not here
-        if cell.error is None and read_result(cell_dir(root, cell.key) / "metrics.json")[1] is None:
+        if cell.error is None and not cell.recorded:
             groups.setdefault(cell.metrics["artifacts"]["teacher"], {})[cell.key] = cell
     failed = []
     for teacher, group in groups.items():
