@@ -57,7 +57,7 @@ class SavedStudent:
             self.folded = self.model.folded_classifier()  # a linear model's classifier folded into its table
             self.word_rows = WordRows(*self.folded, self.vocab) if self.folded and reads_words(self.cfg) else None
             # one request, in numpy: a folded word table by word, else the student's own OneRequest
-            self.one_request = self.word_rows or getattr(self.model, "one_request", lambda: None)()
+            self.one_request = self.word_rows or getattr(self.model, "one_request", lambda folded: None)(self.folded)
 
     def _bag_reader(self) -> tuple[Callable, Callable]:
         """(texts -> each text's tokens, those tokens laid end to end -> student ids as an int64 array)."""

@@ -106,14 +106,16 @@ class StaticStudent(nn.Module):
             pooled = F.linear(pooled, *mlp).relu_()
         return {"pooled": pooled, "logits": F.linear(pooled, *classifier) if classifier is not None else pooled}
 
-    def one_request(self) -> OneRequest | None:
+    def one_request(self, folded: tuple[torch.Tensor, torch.Tensor] | None = None) -> OneRequest | None:
         """A single text's forward in numpy (OneRequest), for a server answering one request at a
         time; None for pairs, tagging, or a projection in the path (they keep forward_bags).
-        Taken once, after the weights are final: it reads the parameters' memory, or the folded table."""
+        Taken once, after the weights are final: it reads the parameters' memory, or the folded table
+        (`folded`: folded_classifier() when the server has taken it already; folding is a product
+        over the whole table, so it is done once)."""
         table, mlp, classifier = self._served_layers()
         if self.inputs != "text" or classifier is None:
             return None
-        folded = self.folded_classifier()
+        folded = folded if folded is not None else self.folded_classifier()
         if folded is not None:  # a linear model: mean((E W^T)[ids]) + b, two numbers per token
             return OneRequest(folded[0], None, (None, folded[1]))
         return OneRequest(table, mlp, classifier)
