@@ -6,7 +6,7 @@ export HF_HUB_OFFLINE ?= 1
 export HF_DATASETS_OFFLINE ?= 1
 
 .PHONY: help install demo test test-slow bench lint clean schedules-xd schedules-mukherjee students-bbc mrpc wikiann \
-	tables table-% readme-results frontier
+	tables tables-status table-% readme-results frontier
 
 help:  ## list the targets (the default)
 	@grep -E '^[a-z0-9.%-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 22
@@ -69,6 +69,9 @@ figure-%:  ## one paper figure, e.g. figure-turc-7 -> outputs/tables/turc-fig7.*
 
 tables:  ## every paper table preset at cpu scale (distil-table --list shows them; frontier tables: make frontier); rerun to continue
 	distil-table --all --scale cpu
+
+tables-status:  ## how far every paper table is: cells done (here or recorded in results/cells), minutes measured
+	distil-table --all --scale $(SCALE) --status
 
 frontier:  ## every student on one cached teacher: accuracy, size, speed, Pareto plot (SST-2, MRPC, WikiANN)
 	distil-table --all --set frontier --scale cpu

@@ -395,6 +395,9 @@ def test_a_finished_cell_is_recorded_and_a_fresh_machine_reads_it_instead_of_run
     assert re.search(r"\| hard \| +75\.00 \|\n\| D1 +\| +50\.00 \|", md)
     assert md.endswith("cells: 2 done, 1 failed, 0 not run.\n")
     assert json.loads((ledger / f"{d1.key}.json").read_text())["student"]["test"]["accuracy"] == 0.5
+    code, out, _ = table(["tiny", "--status"], capsys)  # hard is the first machine's record, D1 ran here
+    assert code == 0 and out.splitlines() == ["tiny: 2 of 3 cells done (1 from results/cells), 0 minutes measured",
+                                              "all: 2 of 3 distinct cells done"]
 
 
 @pytest.mark.slow  # ~30 s; test_student_timing's timed table runs distil-table end to end in the default suite

@@ -243,6 +243,24 @@ def dry_run(preset: TablePreset, cells: list[Cell], root: Path) -> None:
                       f"seconds, each cell's own teacher fine-tuning and caching included)", markup=False)
 
 
+def status(plan: list[tuple[TablePreset, list[Cell]]], root: Path) -> None:
+    """One line per sweep preset (cells done of all, how many are another machine's record, minutes
+    measured), then the distinct cells of them all: a cell several tables name counts once there."""
+    everything: dict[str, Cell] = {}
+    for preset, cells in plan:
+        runs = collect(runs_of(cells), root)
+        if preset.kind != "sweep" or not runs:
+            continue
+        done = [cell for cell in runs if cell.error is None]
+        everything.update((cell.key, cell) for cell in runs)
+        minutes = sum(float(cell.metrics.get("seconds", 0)) for cell in done) / 60
+        recorded = sum(cell.recorded for cell in done)
+        console.print(f"{preset.name}: {len(done)} of {len(runs)} cells done ({recorded} from results/cells), "
+                      f"{minutes:.0f} minutes measured", markup=False)
+    done = sum(cell.error is None for cell in everything.values())
+    console.print(f"all: {done} of {len(everything)} distinct cells done", markup=False)
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="distil-table", description="Run the missing cells of paper tables "
                                      "(distil/conf/table/*.yaml) and write outputs/tables/<name>.*")
@@ -252,6 +270,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--set", choices=SETS, default="papers", dest="table_set",
                         help="which presets --all runs: papers (make tables) or frontier (make frontier)")
     parser.add_argument("--dry-run", action="store_true", help="print the cells and whether each is done; run none")
+    parser.add_argument("--status", action="store_true",
+                        help="one line per table: its cells done (and how many are results/cells records of "
+                             "another machine) and the minutes they took; run none")
     parser.add_argument("--list", action="store_true", help="list the presets and their cell counts per scale")
     parser.add_argument("--render-only", action="store_true",
                         help="write the tables from the cells done so far (the rest show 'not run'); run nothing")
@@ -292,6 +313,9 @@ def run(args: argparse.Namespace) -> list[str]:
     tables = [p for p in presets() if p.set == args.table_set] if args.all else [load_preset(n) for n in args.names]
     plan = [(preset, expand(preset, args.scale), named_axes(preset, args.only)) for preset in tables]
     root = outputs_root()
+    if args.status:
+        status([(preset, only_cells(cells, rows, columns)) for preset, cells, (rows, columns) in plan], root)
+        return []
     failed: list[str] = []
     for preset, cells, (rows, columns) in plan:
         chosen = only_cells(cells, rows, columns)
