@@ -114,7 +114,8 @@ def run(cfg: Config, run_dir: Path, choices: dict, overrides: list[str]) -> dict
     check_config(cfg)  # every numeric setting in range before anything runs
     setup_runtime(cfg)
     task = make_task(cfg.dataset)
-    validate_schedule(cfg.schedule, cfg.trainer, task)
+    # the batch the run trains at (a batch size below 1 fails here, before any data is read)
+    validate_schedule(cfg.schedule, cfg.trainer, task, training_batch_size(cfg)[0])
     with_hidden = needs_teacher_hidden(cfg.schedule)
     cached_layer = layer_to_cache(cfg.teacher, task, with_hidden)
     apart = cache_pairs_apart(task, cfg.student, cached_layer)
@@ -126,7 +127,6 @@ def run(cfg: Config, run_dir: Path, choices: dict, overrides: list[str]) -> dict
     check_augment(cfg.augment, task, cfg.dataset)
     if with_hidden and not is_peer(cfg.student):
         check_projection_place(cfg.schedule.projection, FAMILIES[cfg.student.kind], task.inputs)
-    training_batch_size(cfg)  # a batch size below 1 fails here, before any data is read
     check_embedding_init(cfg.student.embedding_init, embedding_size(cfg.student), teacher_hidden_size(cfg.teacher),
                          cfg.student.vectors_file, reads_words(cfg.student))
     started = time.perf_counter()

@@ -128,8 +128,10 @@ def stage_epochs(stage: StageConfig, trainer: TrainerConfig) -> int:
     return trainer.labels_only_epochs if list(stage.data) == ["labeled"] else trainer.epochs
 
 
-def validate_schedule(schedule: ScheduleConfig, trainer: TrainerConfig, task: Task) -> None:
-    """Fail before any training on a schedule or trainer setting that cannot run."""
+def validate_schedule(schedule: ScheduleConfig, trainer: TrainerConfig, task: Task, batch_size: int) -> None:
+    """Fail before any training on a schedule or trainer setting that cannot run. `batch_size`: the
+    training batch the run will use (pipeline.training_batch_size: trainer.batch_size is None unless
+    set on the command line)."""
     _check_choice("trainer.optimizer", trainer.optimizer, OPTIMIZERS)
     _check_choice("trainer.lr_schedule", trainer.lr_schedule, LR_SCHEDULES)
     for stage in schedule.stages:
@@ -145,7 +147,7 @@ def validate_schedule(schedule: ScheduleConfig, trainer: TrainerConfig, task: Ta
         _check_choice(f"{where}: select", stage.select, SELECT)
         _check_reductions(stage, where)
         _check_choice(f"{where}: teacher_rows", stage.teacher_rows, TEACHER_ROWS)
-        _check_sampler(stage, trainer, where)
+        _check_sampler(stage, batch_size, where)
 
 
 def _check_reductions(stage: StageConfig, where: str) -> None:
@@ -159,13 +161,14 @@ def _check_reductions(stage: StageConfig, where: str) -> None:
             raise DistilError(f"{where}: reduction '{reduction}' for {name} is unknown; use mean or sum")
 
 
-def _check_sampler(stage: StageConfig, trainer: TrainerConfig, where: str) -> None:
+def _check_sampler(stage: StageConfig, batch_size: int, where: str) -> None:
     _check_choice(f"{where}: sampler", stage.sampler, SAMPLERS)
     if stage.sampler == "balanced" and sorted(stage.data) != sorted(STAGE_DATA):
         raise DistilError(f"{where}: sampler 'balanced' needs data [labeled, transfer] "
                           f"(got {list(stage.data)}); use sampler: shuffle")
-    if stage.sampler == "balanced" and trainer.batch_size < 2:
-        raise DistilError(f"{where}: sampler 'balanced' needs trainer.batch_size of 2 or more")
+    if stage.sampler == "balanced" and batch_size < 2:
+        raise DistilError(f"{where}: sampler 'balanced' needs a training batch of 2 or more (got {batch_size}); "
+                          f"set trainer.batch_size=2 or more")
 
 
 def _check_choice(what: str, value: str, allowed) -> None:

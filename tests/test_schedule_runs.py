@@ -69,3 +69,11 @@ def test_teacher_layer_out_of_range_fails_before_training(tmp_path, monkeypatch,
     assert code == 2
     assert "teacher.layer=7 is out of range" in err.strip().splitlines()[-1]
     assert not (tmp_path / "outputs" / "cache").exists()
+
+
+def test_the_joint_schedule_runs_at_its_own_batch_size(tmp_path, monkeypatch, capsys, shared_cache):
+    """The smoke preset sets trainer.batch_size; a user's run does not, and the balanced sampler's
+    check must read the batch the run trains at (here the schedule's 64, Mukherjee & Awadallah 6.1)."""
+    metrics, _ = run(tmp_path, monkeypatch, capsys, shared_cache, "schedule=joint", "trainer.batch_size=null",
+                     "trainer.epochs=1")
+    assert [record["batch_size_from"] for record in metrics["student"]["stages"]] == ["schedule"]

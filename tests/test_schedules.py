@@ -331,7 +331,7 @@ def test_bad_stage_settings_fail_before_training(smoke_cfg, override, message):
     if "balanced" in override:
         cfg = smoke_cfg("schedule=d4.1", "schedule.stages.2.sampler=balanced")
     with pytest.raises(DistilError) as error:
-        validate_schedule(cfg.schedule, cfg.trainer, CLASSIFICATION)
+        validate_schedule(cfg.schedule, cfg.trainer, CLASSIFICATION, cfg.trainer.batch_size)
     assert message in str(error.value) and "\n" not in str(error.value)
 
 
