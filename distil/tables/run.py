@@ -236,11 +236,16 @@ def dry_run(preset: TablePreset, cells: list[Cell], root: Path) -> None:
         console.print(f"  {cell.key}  {run_label(preset, cell)}: {state}  "
                       f"[{' '.join(cell.overrides)}]", markup=False)
     if runs and preset.kind == "sweep":
-        done = [cell for cell in collected if cell.error is None]
-        minutes = sum(float(cell.metrics.get("seconds", 0)) for cell in done) / 60
+        done, minutes = finished(collected)
         # what the preset's "# cpu scale: ~N minutes" line should say, once every cell has run
         console.print(f"  {len(done)} of {len(runs)} cells done, {minutes:.1f} minutes measured (their metrics.json "
                       f"seconds, each cell's own teacher fine-tuning and caching included)", markup=False)
+
+
+def finished(collected: list[Cell]) -> tuple[list[Cell], float]:
+    """The finished cells and the minutes they took (their metrics.json seconds)."""
+    done = [cell for cell in collected if cell.error is None]
+    return done, sum(float(cell.metrics.get("seconds", 0)) for cell in done) / 60
 
 
 def status(plan: list[tuple[TablePreset, list[Cell]]], root: Path) -> None:
@@ -248,12 +253,11 @@ def status(plan: list[tuple[TablePreset, list[Cell]]], root: Path) -> None:
     measured), then the distinct cells of them all: a cell several tables name counts once there."""
     everything: dict[str, Cell] = {}
     for preset, cells in plan:
-        runs = collect(runs_of(cells), root)
-        if preset.kind != "sweep" or not runs:
+        if preset.kind != "sweep" or not cells:
             continue
-        done = [cell for cell in runs if cell.error is None]
+        runs = collect(runs_of(cells), root)
+        done, minutes = finished(runs)
         everything.update((cell.key, cell) for cell in runs)
-        minutes = sum(float(cell.metrics.get("seconds", 0)) for cell in done) / 60
         recorded = sum(cell.recorded for cell in done)
         console.print(f"{preset.name}: {len(done)} of {len(runs)} cells done ({recorded} from results/cells), "
                       f"{minutes:.0f} minutes measured", markup=False)
