@@ -70,7 +70,7 @@ figure-%:  ## one paper figure, e.g. figure-turc-7 -> outputs/tables/turc-fig7.*
 tables:  ## every paper table preset at cpu scale (distil-table --list shows them; frontier tables: make frontier); rerun to continue
 	distil-table --all --scale cpu
 
-tables-status:  ## how far every paper table is: cells done (here or recorded in results/cells), minutes measured
+tables-status:  ## how far every paper table is: cells done (here or recorded in results/cells), minutes measured, at that pace, estimated
 	distil-table --all --scale $(SCALE) --status
 
 frontier:  ## every student on one cached teacher: accuracy, size, speed, Pareto plot (SST-2, MRPC, WikiANN)

@@ -44,10 +44,10 @@ def test_every_shipped_preset_builds_its_sweep(path, scale):
         assert cells or scale not in preset.scales
 
 
-def write_preset(directory: Path, name: str, text: str) -> Path:
+def write_preset(directory: Path, name: str, text: str, first_line: str = "") -> Path:
     path = directory / f"{name}.yaml"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("paper: test\ntable: T\ntitle: a test table\n" + text)
+    path.write_text(first_line + "paper: test\ntable: T\ntitle: a test table\n" + text)
     return path
 
 
@@ -362,7 +362,7 @@ def test_a_finished_cell_is_recorded_and_a_fresh_machine_reads_it_instead_of_run
     monkeypatch.setenv("DISTIL_CONFIG_DIR", str(tmp_path / "conf"))
     write_preset(tmp_path / "conf" / "table", "tiny", "scales: {cpu: {base: [debug=smoke], seeds: [1]}}\n"
                  "rows: [{label: hard, overrides: [schedule=hard]}, {label: D1, overrides: [schedule=d1]},\n"
-                 "       {label: D0, overrides: [schedule=d0]}]\n")
+                 "       {label: D0, overrides: [schedule=d0]}]\n", first_line="# cpu scale: ~5 minutes: 3 runs\n")
     hard, d1, d0 = expand(load_preset("tiny"), "cpu")
     ran = []
 
@@ -372,8 +372,9 @@ def test_a_finished_cell_is_recorded_and_a_fresh_machine_reads_it_instead_of_run
         directory.mkdir(parents=True)
         status = "failed: out of memory" if cell.row == "D0" else "ok"
         accuracy = {"hard": 0.75, "D1": 0.5}.get(cell.row)
-        (directory / "metrics.json").write_text(json.dumps({"status": status, "student": {"test": {"accuracy":
-                                                                                                    accuracy}}}))
+        seconds = {"hard": 60, "D1": 180}.get(cell.row, 0)
+        (directory / "metrics.json").write_text(json.dumps({"status": status, "seconds": seconds,
+                                                            "student": {"test": {"accuracy": accuracy}}}))
         return ("done", None) if status == "ok" else (status, status)
 
     monkeypatch.setattr(run, "run_cell", fake_run)
@@ -382,7 +383,7 @@ def test_a_finished_cell_is_recorded_and_a_fresh_machine_reads_it_instead_of_run
     assert code == 2 and ran == [("first", "hard"), ("first", "D1"), ("first", "D0")]
     ledger = tmp_path / "results" / "cells"
     assert sorted(p.name for p in ledger.iterdir()) == sorted([f"{hard.key}.json", f"{d1.key}.json"])
-    assert json.loads((ledger / f"{hard.key}.json").read_text()) == {"status": "ok",
+    assert json.loads((ledger / f"{hard.key}.json").read_text()) == {"status": "ok", "seconds": 60,
                                                                      "student": {"test": {"accuracy": 0.75}}}
     assert f"tiny: 2 finished cell(s) recorded in {ledger}" in out
 
@@ -396,7 +397,9 @@ def test_a_finished_cell_is_recorded_and_a_fresh_machine_reads_it_instead_of_run
     assert md.endswith("cells: 2 done, 1 failed, 0 not run.\n")
     assert json.loads((ledger / f"{d1.key}.json").read_text())["student"]["test"]["accuracy"] == 0.5
     code, out, _ = table(["tiny", "--status"], capsys)  # hard is the first machine's record, D1 ran here
-    assert code == 0 and out.splitlines() == ["tiny: 2 of 3 cells done (1 from results/cells), 0 minutes measured",
+    # 1 + 3 minutes for 2 cells: 6 for all 3 at that pace, against the ~5 of the preset's first line
+    assert code == 0 and out.splitlines() == ["tiny: 2 of 3 cells done (1 from results/cells), 4 minutes measured, "
+                                              "~6 for all 3 at that pace; its preset estimates ~5 minutes",
                                               "all: 2 of 3 distinct cells done"]
 
 

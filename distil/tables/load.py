@@ -8,6 +8,7 @@ Everything a typo can break is checked here, before any cell runs: one line says
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,8 @@ from distil.overrides import CONFIG_DIR_ENV
 from distil.tables.preset import BENCHES, COMPARES, FORMATS, KINDS, READS, ROWS_FROM, SCALES, SETS, Axis, TablePreset
 
 PRESET_DIR = Path(__file__).resolve().parent.parent / "conf" / "table"
+# a preset file's first line states what its cpu scale costs: the budget of `make tables` is the sum
+CPU_ESTIMATE = re.compile(r"# cpu scale: (~\d+ minutes?(?: extra)?)")
 AXES = ("rows", "columns")  # built here, not by OmegaConf: their overrides are a list or a per-scale map
 
 
@@ -51,7 +54,16 @@ def load_preset(path_or_name: str | Path) -> TablePreset:
         raise DistilError(f"table preset {path}: expected a mapping of fields (name, paper, rows, ...); fix the file")
     preset = _structured(data, path)
     check_preset(preset, path)
+    preset.cpu_estimate = cpu_estimate(path)
     return preset
+
+
+def cpu_estimate(path: Path) -> str | None:
+    """What a preset's first line estimates for its cpu scale ("~25 minutes extra"), or None where it
+    states nothing."""
+    with path.open() as file:
+        estimate = CPU_ESTIMATE.match(file.readline())
+    return estimate.group(1) if estimate else None
 
 
 def _preset_path(path_or_name: str | Path) -> Path:

@@ -248,6 +248,14 @@ def finished(collected: list[Cell]) -> tuple[list[Cell], float]:
     return done, sum(float(cell.metrics.get("seconds", 0)) for cell in done) / 60
 
 
+def cost_outlook(preset: TablePreset, done: int, cells: int, minutes: float) -> str:
+    """What the whole table would take at the pace of its finished cells, beside what its preset's first
+    line estimates: a stale estimate shows here, not after hours of `make tables`."""
+    pace = f", ~{minutes / done * cells:.0f} for all {cells} at that pace" if 0 < done < cells else ""
+    stated = f"; its preset estimates {preset.cpu_estimate}" if preset.cpu_estimate is not None else ""
+    return pace + stated
+
+
 def status(plan: list[tuple[TablePreset, list[Cell]]], root: Path) -> None:
     """One line per sweep preset (cells done of all, how many are another machine's record, minutes
     measured), then the distinct cells of them all: a cell several tables name counts once there."""
@@ -260,7 +268,8 @@ def status(plan: list[tuple[TablePreset, list[Cell]]], root: Path) -> None:
         everything.update((cell.key, cell) for cell in runs)
         recorded = sum(cell.recorded for cell in done)
         console.print(f"{preset.name}: {len(done)} of {len(runs)} cells done ({recorded} from results/cells), "
-                      f"{minutes:.0f} minutes measured", markup=False)
+                      f"{minutes:.0f} minutes measured{cost_outlook(preset, len(done), len(runs), minutes)}",
+                      markup=False)
     done = sum(cell.error is None for cell in everything.values())
     console.print(f"all: {done} of {len(everything)} distinct cells done", markup=False)
 
