@@ -58,6 +58,19 @@ def test_seeds_are_mean_std_and_n_beside_the_paper_with_the_difference(tmp_path)
     assert text.endswith("Scale: cpu; seeds: 1, 2; cells: 2 done, 1 failed, 1 not run.\n")
 
 
+def test_a_parameter_column_shows_millions_beside_the_papers_and_the_legend_says_which_delta_is_points(tmp_path):
+    # XtremeDistil Tables 15/16: F1 (percent) beside params (M) read from a raw count in metrics.json
+    columns = [Axis("F1", value="student.test.f1", format="percent"),
+               Axis("params (M)", value="student.param_counts.full_teacher_vocab", format="millions")]
+    metrics = {"status": "ok", "student": {"test": {"f1": 0.2309}, "param_counts": {"full_teacher_vocab": 1_654_321}}}
+    cells = [cell("D0", 1, metrics, column=label) for label in ("F1", "params (M)")]
+    write_table(preset(rows=[Axis("D0")], columns=columns, scales={"cpu": Scale(base=[], seeds=[1])},
+                       paper_values={"D0": {"F1": 80.26, "params (M)": 4.7}}), cells, tmp_path)
+    assert md_rows(tmp_path / "paper-table3.md")[1] == ["D0", "23.09", "80.26", "-57.17", "1.65", "4.70", "-3.05"]
+    assert ("Δ = ours − paper (percentage points in F1; the others in their own units)."
+            in (tmp_path / "paper-table3.md").read_text())
+
+
 def test_a_pipe_in_a_label_is_escaped_so_the_md_row_keeps_its_cells(tmp_path):
     # Mukherjee Table 12's schedules read "RL | LL + CE": unescaped, the '|' split its column
     schedules = [Axis("RL | LL + CE"), Axis("RL + LL + CE")]

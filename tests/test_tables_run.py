@@ -145,7 +145,7 @@ def test_a_reworded_description_leaves_the_key_as_it_was():
 LOAD_ERRORS = [  # (test id, preset text, message with {p} for the preset's path)
     ("unknown-kind", "kind: sweeps\n", "table preset {p}: unknown kind 'sweeps'; choose one of: sweep, data, bench"),
     ("unknown-format", "kind: data\nformat: percents\n",
-     "table preset {p}: unknown format 'percents'; choose one of: percent, number, ratio, count"),
+     "table preset {p}: unknown format 'percents'; choose one of: percent, number, ratio, count, millions"),
     ("unknown-rows-from", "kind: data\nrows_from: stage\n",
      "table preset {p}: unknown rows_from 'stage'; choose one of: null, stages, languages, epochs"),
     ("unknown-scale", "kind: data\nscales: {gpu: {seeds: [1]}}\n",
@@ -174,6 +174,9 @@ LOAD_ERRORS = [  # (test id, preset text, message with {p} for the preset's path
      "table preset {p}: unknown compare 'both'; choose one of: null, columns, rows"),
     ("compare-not-sweep", "kind: bench\ncompare: rows\n",
      "table preset {p}: compare ranks the runs of a sweep; a bench table has none: remove it"),
+    ("estimate-as-key", "kind: data\ncpu_estimate: ~5 minutes\n",
+     "table preset {p}: cpu_estimate is read from the file's first line ('# cpu scale: ~N minutes'); "
+     "remove the key and state it there"),
     ("axis-overrides", "kind: data\nrows: [{label: A, overrides: schedule=d1}]\n",
      "table preset {p}: rows[0]: overrides must be a list of key=value strings, or {cpu: [...], paper: [...]}; "
      "fix the file"),

@@ -52,6 +52,9 @@ def load_preset(path_or_name: str | Path) -> TablePreset:
         raise DistilError(f"table preset {path}: cannot read it ({_first_line(error)}); fix the file") from error
     if not isinstance(data, dict):
         raise DistilError(f"table preset {path}: expected a mapping of fields (name, paper, rows, ...); fix the file")
+    if "cpu_estimate" in data:  # the loader sets it from the first line; a key would be silently overwritten
+        raise DistilError(f"table preset {path}: cpu_estimate is read from the file's first line "
+                          f"('# cpu scale: ~N minutes'); remove the key and state it there")
     preset = _structured(data, path)
     check_preset(preset, path)
     preset.cpu_estimate = cpu_estimate(path)

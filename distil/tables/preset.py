@@ -13,6 +13,7 @@ published, so `distil-table` can run the missing cells and print ours beside the
                                        # bench: a column of outputs/tables/bench.csv (or of
                                        # <bench>.csv with `bench: bench_tang`, see BENCHES)
     format: percent                    # percent (x100, 2 decimals) | number | ratio (x, 1 decimal) | count
+                                       # | millions (/10^6, 2 decimals: parameter counts in M, as papers give them)
     rows_from: null                    # null: the rows below; "stages" (each stage/step of the one run of a
                                        # column: XtremeDistil Table 4), "languages" (per-language scores: Table 17)
                                        # or "epochs" (the dev score after each epoch of its last step: a learning
@@ -58,7 +59,7 @@ READS = ("student", "teacher")
 # a bench table's csv (outputs/tables/<name>.csv) -> the console script that measures it
 BENCHES = {"bench": "distil-bench", "bench_tang": "distil-bench-tang", "bench_turc": "distil-bench-turc",
            "bench_wu": "distil-bench-wu", "untuned": "distil-untuned"}
-FORMATS = ("percent", "number", "ratio", "count")
+FORMATS = ("percent", "number", "ratio", "count", "millions")
 ROWS_FROM = (None, "stages", "languages", "epochs")
 SCALES = ("cpu", "paper")
 COMPARES = (None, "columns", "rows")  # see distil.tables.orderings

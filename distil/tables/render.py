@@ -43,8 +43,8 @@ from distil.tables.preset import BENCHES, Axis, Cell, TablePreset
 ERROR_CHARS = 60
 MISSING = "–"  # no paper number, or no Δ
 ROW_HEADERS = {"stages": "stage", "languages": "language", "epochs": "epoch", "data": "dataset", "bench": "model"}
-SCALE = {"percent": 100.0}  # the factor from the metrics.json value to the number shown; 1 otherwise
-DECIMALS = {"percent": 2, "number": 2, "ratio": 1, "count": 0}
+SCALE = {"percent": 100.0, "millions": 1e-6}  # the factor from the metrics.json value to the number shown; 1 otherwise
+DECIMALS = {"percent": 2, "number": 2, "ratio": 1, "count": 0, "millions": 2}
 NUMBER_MAX_DECIMALS = 4
 PLOTS = ("line", "scatter")
 FRONTIERS = (None, "lower_x", "higher_x")  # a scatter's Pareto frontier: which way x is better
@@ -498,11 +498,20 @@ def markdown_table(shown: pd.DataFrame) -> str:
     return to_markdown(shown, disable_numparse=True, colalign=("left",) + ("right",) * len(shown.columns))
 
 
+def delta_units(preset: TablePreset) -> str:
+    """What a Δ is in: percentage points where every column is a percent; where some are not (a count,
+    a ratio), which columns the points are of."""
+    percent = [column.label for column in preset.columns if (column.format or preset.format) == "percent"]
+    if len(percent) == len(preset.columns) and (percent or preset.format == "percent"):
+        return " (percentage points)"
+    return f" (percentage points in {', '.join(percent)}; the others in their own units)" if percent else ""
+
+
 def markdown(preset: TablePreset, shown: pd.DataFrame, foot: str, order: str = "") -> str:
     lines = [f"<!-- table: {preset.name} -->", f"### {heading(preset)}", "", markdown_table(shown), ""]
     legend = [f"Paper's metric: {preset.paper_metric}."] if preset.paper_metric else []
     if preset.paper_values:
-        legend.append(f"Δ = ours − paper{' (percentage points)' if preset.format == 'percent' else ''}.")
+        legend.append(f"Δ = ours − paper{delta_units(preset)}.")
     if preset.kind == "sweep":
         legend.append("Several seeds: mean ± sample std (n = seeds with a number).")
     if preset.select:
