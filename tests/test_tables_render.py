@@ -221,6 +221,18 @@ def test_a_scatter_places_the_papers_points_at_its_own_x_beside_ours():
                                                           ("D1", 15.0, pytest.approx(71.5))]
 
 
+def test_a_scatters_paper_points_take_y_from_the_column_that_reads_the_plots_y():
+    # XtremeDistil Table 16: one run per row read by F1, params and speed-up columns; the paper's
+    # point is its F1 (not its parameter count) at its own speed-up
+    from distil.tables.render import paper_points
+
+    columns = [Axis("params (M)", value="student.param_counts.full_teacher_vocab", format="millions"),
+               Axis("F1", value="student.test.f1")]
+    plot = {"x": "speed.speedup", "y": "student.test.f1", "kind": "scatter", "paper_x": {"D0": 51}}
+    p = preset(columns=columns, paper_values={"D0": {"params (M)": 5.1, "F1": 86.46}}, plot=plot)
+    assert paper_points(p) == [("D0", 51.0, 86.46)]
+
+
 def test_a_scatters_reference_rows_are_drawn_apart_and_its_x_axis_reads_in_words(tmp_path, monkeypatch):
     """Rows labelled with `references` (other tools: frontier tables' peers) are not drawn as ours."""
     from distil.tables import plots

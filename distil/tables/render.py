@@ -598,7 +598,10 @@ def paper_points(preset: TablePreset) -> list[tuple[str, float, float]]:
     """(row, x, y) of the paper, for rows with both a `plot.paper_x` (the paper's x, e.g. its speed-up)
     and a paper value (e.g. Table 16: the paper's F1 against its batch-32 speed-up)."""
     paper_x = preset.plot.get("paper_x") or {}
-    return [(row, float(x), y) for row, x in paper_x.items() if (y := paper_value(preset, row, None)) is not None]
+    # where the columns read several numbers of one run (F1, params, speed-up), the paper's y is the
+    # column that reads the plot's y
+    column = next((axis.label for axis in preset.columns if axis.value == plot_y(preset)), None)
+    return [(row, float(x), y) for row, x in paper_x.items() if (y := paper_value(preset, row, column)) is not None]
 
 
 def scatter_points(xs: dict, ys: dict) -> list[tuple[str, float, float]]:
