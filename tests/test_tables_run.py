@@ -174,9 +174,9 @@ LOAD_ERRORS = [  # (test id, preset text, message with {p} for the preset's path
      "table preset {p}: unknown compare 'both'; choose one of: null, columns, rows"),
     ("compare-not-sweep", "kind: bench\ncompare: rows\n",
      "table preset {p}: compare ranks the runs of a sweep; a bench table has none: remove it"),
+    # the estimate is the file's first line, not a field: a key is an unknown one
     ("estimate-as-key", "kind: data\ncpu_estimate: ~5 minutes\n",
-     "table preset {p}: cpu_estimate is read from the file's first line ('# cpu scale: ~N minutes'); "
-     "remove the key and state it there"),
+     "table preset {p}: Key 'cpu_estimate' not in 'TablePreset' (at cpu_estimate); fix the file"),
     ("axis-overrides", "kind: data\nrows: [{label: A, overrides: schedule=d1}]\n",
      "table preset {p}: rows[0]: overrides must be a list of key=value strings, or {cpu: [...], paper: [...]}; "
      "fix the file"),

@@ -45,31 +45,27 @@ def presets() -> list[TablePreset]:
 
 
 def load_preset(path_or_name: str | Path) -> TablePreset:
-    path = _preset_path(path_or_name)
+    path = preset_path(path_or_name)
     try:
         data = OmegaConf.to_container(OmegaConf.load(path))
     except (OSError, ValueError, yaml.YAMLError) as error:
         raise DistilError(f"table preset {path}: cannot read it ({_first_line(error)}); fix the file") from error
     if not isinstance(data, dict):
         raise DistilError(f"table preset {path}: expected a mapping of fields (name, paper, rows, ...); fix the file")
-    if "cpu_estimate" in data:  # the loader sets it from the first line; a key would be silently overwritten
-        raise DistilError(f"table preset {path}: cpu_estimate is read from the file's first line "
-                          f"('# cpu scale: ~N minutes'); remove the key and state it there")
     preset = _structured(data, path)
     check_preset(preset, path)
-    preset.cpu_estimate = cpu_estimate(path)
     return preset
 
 
-def cpu_estimate(path: Path) -> str | None:
+def cpu_estimate(path_or_name: str | Path) -> str | None:
     """What a preset's first line estimates for its cpu scale ("~25 minutes extra"), or None where it
-    states nothing."""
-    with path.open() as file:
+    states nothing. A comment, not a field: the file says it once, for the reader and for `--status`."""
+    with preset_path(path_or_name).open() as file:
         estimate = CPU_ESTIMATE.match(file.readline())
     return estimate.group(1) if estimate else None
 
 
-def _preset_path(path_or_name: str | Path) -> Path:
+def preset_path(path_or_name: str | Path) -> Path:
     path = Path(path_or_name)
     if path.suffix in (".yaml", ".yml") or path.is_file():
         if not path.is_file():

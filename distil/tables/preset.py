@@ -123,10 +123,6 @@ class TablePreset:
     # rank the columns within each row, or the rows within each column, against the paper's order
     # (distil.tables.orderings): null (no orderings paragraph), columns or rows
     compare: str | None = None
-    # what its cpu-scale sweep costs as the file's first line states it ("~N minutes", or "~N minutes extra"
-    # where its cells are mostly another table's); set by the loader, not written as a field. `--status`
-    # prints it beside the measured minutes.
-    cpu_estimate: str | None = None
 
 
 @dataclass

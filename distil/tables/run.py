@@ -39,7 +39,7 @@ from distil.errors import DistilError
 from distil.interrupt import exit_on_interrupt
 from distil.tables import ledger
 from distil.tables.cells import cell_dir, cell_specs, collect, expand, label, read_result, result_of, runs_of
-from distil.tables.load import load_preset, presets
+from distil.tables.load import cpu_estimate, load_preset, preset_files, presets
 from distil.tables.preset import BENCHES, SCALES, SETS, Cell, TablePreset
 
 console = Console(highlight=False, soft_wrap=True)  # one line per cell, also in logs
@@ -248,27 +248,29 @@ def finished(collected: list[Cell]) -> tuple[list[Cell], float]:
     return done, sum(float(cell.metrics.get("seconds", 0)) for cell in done) / 60
 
 
-def cost_outlook(preset: TablePreset, done: int, cells: int, minutes: float) -> str:
+def cost_outlook(estimate: str | None, done: int, cells: int, minutes: float) -> str:
     """What the whole table would take at the pace of its finished cells, beside what its preset's first
     line estimates: a stale estimate shows here, not after hours of `make tables`."""
     pace = f", ~{minutes / done * cells:.0f} for all {cells} at that pace" if 0 < done < cells else ""
-    stated = f"; its preset estimates {preset.cpu_estimate}" if preset.cpu_estimate is not None else ""
+    stated = f"; its preset estimates {estimate}" if estimate is not None else ""
     return pace + stated
 
 
-def status(plan: list[tuple[TablePreset, list[Cell]]], root: Path) -> None:
+def status(plan: list[tuple[TablePreset, str | Path, list[Cell]]], root: Path) -> None:
     """One line per sweep preset (cells done of all, how many are another machine's record, minutes
-    measured), then the distinct cells of them all: a cell several tables name counts once there."""
+    measured, beside what its file's first line estimates), then the distinct cells of them all: a cell
+    several tables name counts once there."""
     everything: dict[str, Cell] = {}
-    for preset, cells in plan:
+    for preset, source, cells in plan:
         if preset.kind != "sweep" or not cells:
             continue
         runs = collect(runs_of(cells), root)
         done, minutes = finished(runs)
         everything.update((cell.key, cell) for cell in runs)
         recorded = sum(cell.recorded for cell in done)
+        outlook = cost_outlook(cpu_estimate(source), len(done), len(runs), minutes)
         console.print(f"{preset.name}: {len(done)} of {len(runs)} cells done ({recorded} from results/cells), "
-                      f"{minutes:.0f} minutes measured{cost_outlook(preset, len(done), len(runs), minutes)}",
+                      f"{minutes:.0f} minutes measured{outlook}",
                       markup=False)
     done = sum(cell.error is None for cell in everything.values())
     console.print(f"all: {done} of {len(everything)} distinct cells done", markup=False)
@@ -323,14 +325,17 @@ def run(args: argparse.Namespace) -> list[str]:
     if args.list:
         list_presets()
         return []
-    tables = [p for p in presets() if p.set == args.table_set] if args.all else [load_preset(n) for n in args.names]
-    plan = [(preset, expand(preset, args.scale), named_axes(preset, args.only)) for preset in tables]
+    sources = list(preset_files().values()) if args.all else args.names
+    loaded = [(load_preset(source), source) for source in sources]
+    tables = [(preset, source) for preset, source in loaded if not args.all or preset.set == args.table_set]
+    plan = [(preset, source, expand(preset, args.scale), named_axes(preset, args.only)) for preset, source in tables]
     root = outputs_root()
     if args.status:
-        status([(preset, only_cells(cells, rows, columns)) for preset, cells, (rows, columns) in plan], root)
+        status([(preset, source, only_cells(cells, rows, columns))
+                for preset, source, cells, (rows, columns) in plan], root)
         return []
     failed: list[str] = []
-    for preset, cells, (rows, columns) in plan:
+    for preset, _, cells, (rows, columns) in plan:
         chosen = only_cells(cells, rows, columns)
         if args.dry_run:
             dry_run(preset, chosen, root)
