@@ -209,6 +209,23 @@ def test_a_plots_y_axis_names_our_metric_and_the_papers_only_where_it_is_drawn(t
     assert drawn["ylabel"] == ylabel
 
 
+@pytest.mark.parametrize("columns, legend", [
+    ([Axis("0.7M"), Axis("5k")], ["D0 (ours)", "D0 (paper)", "D1 (ours)"]),
+    ([], ["ours", "paper"]),  # one column (XtremeDistil Table 11): its rows are x, one line, not "ours (ours)"
+], ids=["a-line-per-row", "one-column"])
+def test_a_line_plots_legend_names_each_row_and_whose_line_it_is(tmp_path, monkeypatch, columns, legend):
+    from distil.tables import plots
+
+    drawn, finish = {}, plots.finish
+    monkeypatch.setattr(plots, "finish", lambda fig, ax, *rest: (
+        drawn.setdefault("legend", ax.get_legend_handles_labels()[1]), finish(fig, ax, *rest))[1])
+    cells = [cell(row, 1, ok(accuracy=0.7), column.label if column else None)
+             for row in ("D0", "D1") for column in (columns or [None])]
+    paper = {"D0": {"0.7M": 71.26}} if columns else {"D0": 71.26}
+    write_table(preset(columns=columns, paper_values=paper, plot={"kind": "line"}), cells, tmp_path)
+    assert sorted(drawn["legend"]) == sorted(legend)  # matplotlib lists lines before error bars
+
+
 def test_a_scatter_places_the_papers_points_at_its_own_x_beside_ours():
     from distil.tables.render import paper_points, scatter_entries, scatter_points
 

@@ -26,6 +26,8 @@ Series = dict[str, tuple[list[float | None], list[float | None], list[float | No
 
 
 def line(xs: list[str], series: Series, ylabel: str, title: str, path: Path) -> Path:
+    """One line of ours and one of the paper's per series; a series labelled "" (a one-column
+    table's only line) is just "ours" and "paper" in the legend."""
     fig, ax = plt.subplots(figsize=(max(5.0, 0.9 * len(xs) + 2), 4))
     positions = list(range(len(xs)))
     for index, (label, (means, stds, paper)) in enumerate(series.items()):
@@ -33,13 +35,17 @@ def line(xs: list[str], series: Series, ylabel: str, title: str, path: Path) -> 
         ours = [(x, m, s or 0.0) for x, m, s in zip(positions, means, stds, strict=True) if m is not None]
         if ours:
             ax.errorbar([p[0] for p in ours], [p[1] for p in ours], yerr=[p[2] for p in ours], color=colour,
-                        marker="o", capsize=3, label=f"{label} (ours)")
+                        marker="o", capsize=3, label=whose(label, "ours"))
         published = [(x, v) for x, v in zip(positions, paper, strict=True) if v is not None]
         if published:
             ax.plot([p[0] for p in published], [p[1] for p in published], color=colour, linestyle="--",
-                    marker="x", label=f"{label} (paper)")
+                    marker="x", label=whose(label, "paper"))
     ax.set_xticks(positions, xs, rotation=30 if max(map(len, xs), default=0) > 8 else 0, ha="right")
     return finish(fig, ax, ylabel, title, path)
+
+
+def whose(label: str, owner: str) -> str:
+    return f"{label} ({owner})" if label else owner
 
 
 def pareto(points: list[tuple[str, float, float]], lower_x: bool = True) -> list[tuple[str, float, float]]:

@@ -568,7 +568,7 @@ def write_plot(preset: TablePreset, cells: list[Cell], grid: dict, rows: list[st
     def at(line: str | None, x: str | None) -> tuple[str, str | None]:
         return (x, line) if by_rows else (line, x)
 
-    series = {str(line) if line is not None else "ours": (
+    series = {str(line) if line is not None else "": (
         [e.mean if (e := grid.get(at(line, x))) else None for x in xs],
         [e.std if (e := grid.get(at(line, x))) else None for x in xs],
         [paper_value(preset, *at(line, x)) for x in xs]) for line in lines}
