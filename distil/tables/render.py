@@ -501,7 +501,7 @@ def markdown_table(shown: pd.DataFrame) -> str:
 def delta_units(preset: TablePreset) -> str:
     """What a Δ is in: percentage points where every column is a percent; where some are not (a count,
     a ratio), which columns the points are of."""
-    percent = [column.label for column in preset.columns if (column.format or preset.format) == "percent"]
+    percent = [column.label for column in preset.columns if column_format(preset, column.label) == "percent"]
     if len(percent) == len(preset.columns) and (percent or preset.format == "percent"):
         return " (percentage points)"
     return f" (percentage points in {', '.join(percent)}; the others in their own units)" if percent else ""
