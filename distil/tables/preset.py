@@ -124,6 +124,14 @@ class TablePreset:
     # (distil.tables.orderings): null (no orderings paragraph), columns or rows
     compare: str | None = None
 
+    def row(self, label: str) -> Axis | None:
+        """The row axis with this label (None: a label the preset has no row for)."""
+        return next((axis for axis in self.rows if axis.label == label), None)
+
+    def column(self, label: str | None) -> Axis | None:
+        """The column axis with this label (None: no such column, or a table without columns)."""
+        return next((axis for axis in self.columns if axis.label == label), None)
+
 
 @dataclass
 class Cell:

@@ -197,27 +197,23 @@ def cell_samples(preset: TablePreset, cell: Cell) -> list[Sample]:
                         cell_value(preset, cell.row, cell.column))]
 
 
-def column_axis(preset: TablePreset, column: str | None) -> Axis | None:
-    return next((axis for axis in preset.columns if axis.label == column), None)
-
-
 def column_value(preset: TablePreset, column: str | None) -> str:
     """What a sweep's column reads from each run: its own `value`, else the table's."""
-    axis = column_axis(preset, column)
+    axis = preset.column(column)
     return axis.value if axis is not None and axis.value else preset.value
 
 
 def cell_value(preset: TablePreset, row: str, column: str | None) -> str:
     """The column's path, read from the teacher's scores for a row that `reads: teacher`."""
     path = column_value(preset, column)
-    axis = next((a for a in preset.rows if a.label == row), None)
+    axis = preset.row(row)
     if axis is not None and axis.reads == "teacher":
         return "teacher." + path.removeprefix("student.")
     return path
 
 
 def column_format(preset: TablePreset, column: str | None) -> str:
-    axis = column_axis(preset, column)
+    axis = preset.column(column)
     return axis.format if axis is not None and axis.format else preset.format
 
 
@@ -619,7 +615,7 @@ def scatter_entries(preset: TablePreset, cells: list[Cell]) -> tuple[dict, dict]
     """x and y over the seeds of each (row, column) that has both numbers."""
     x_path, y_path = preset.plot["x"], plot_y(preset)
     # a column that only picks what is read (value) is the same run as its row's other columns: one point
-    runs = {(c.row, None if (axis := column_axis(preset, c.column)) is not None and axis.value else c.column,
+    runs = {(c.row, None if (axis := preset.column(c.column)) is not None and axis.value else c.column,
              c.seed): c for c in cells if cell_problem(c) is None}
     xs = aggregate([read_sample("number", row, column, c.metrics, x_path) for (row, column, _), c in runs.items()])
     ys = aggregate([read_sample(preset.format, row, column, c.metrics, y_path)

@@ -98,7 +98,7 @@ def stop(process: subprocess.Popen) -> None:
 
 def run_label(preset: TablePreset, cell: Cell) -> str:
     """How a run is named: its row, its column where the column changes the run, its seed."""
-    axis = next((a for a in preset.columns if a.label == cell.column), None)
+    axis = preset.column(cell.column)
     picks_only = axis is not None and axis.value and not any(axis.overrides_for(s) for s in SCALES)
     return label(cell.row, None if picks_only else cell.column, cell.seed)
 
