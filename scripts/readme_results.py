@@ -6,7 +6,9 @@ Everything between `<!-- results:start -->` and `<!-- results:end -->` is replac
 of every table file in the tables directory (those that distil.tables.render wrote: they open
 with `<!-- table: <name> -->`, so bench.md and other files there are left out), in name order,
 each under its own heading naming the paper and the table, with its PNG linked where there is
-one. outputs/ is not in git, so each PNG is copied to `docs/figures/` beside the README (tracked)
+one. A table the section already shows and the directory lacks keeps its block: tables fill in
+across machines (a fresh clone has written only what it re-ran), so one machine's outputs never
+erase another's results. outputs/ is not in git, so each PNG is copied to `docs/figures/` beside the README (tracked)
 and linked there: the README's figures show on a fresh clone. Nothing outside the markers changes,
 and running it twice changes nothing. A README without the markers gets the section before
 "## Architecture" (at the end if there is none).
@@ -23,6 +25,7 @@ START, END = "<!-- results:start -->", "<!-- results:end -->"
 # the frontier tables (frontier-*.md, presets of `set: frontier`) go to their own section, when it has markers
 FRONTIER_START, FRONTIER_END, FRONTIER = "<!-- frontier:start -->", "<!-- frontier:end -->", "frontier-"
 TABLE_MARKS = ("<!-- table: ", "<!-- frontier targets")
+TARGETS_MARK, TARGETS_NAME = TABLE_MARKS[1], "frontier-targets"  # scripts/frontier_targets.py's file
 SECTION = "## Results"
 BEFORE = "## Architecture"
 FIGURES = Path("docs") / "figures"  # beside the README; tracked, unlike outputs/
@@ -49,20 +52,42 @@ def table_block(md: Path, readme_dir: Path) -> str:
     return text
 
 
-def results(tables: Path, readme_dir: Path) -> str:
-    shown = Path(os.path.relpath(tables, readme_dir)).as_posix()
-    blocks = [GENERATED.format(tables=shown)]
-    files = table_files(tables) if tables.is_dir() else []
-    blocks += [table_block(md, readme_dir) for md in files] or ["No tables yet: run `make tables`."]
-    return "\n\n".join(blocks)
+def shown_blocks(section: str) -> dict[str, str]:
+    """The table blocks a generated section shows, by table name (the text before the first is the
+    section's own header, not a table's)."""
+    blocks: dict[str, list[str]] = {}
+    current = None
+    for line in section.splitlines():
+        if line.startswith(TABLE_MARKS):
+            current = TARGETS_NAME if line.startswith(TARGETS_MARK) else line.removeprefix(TABLE_MARKS[0]).split()[0]
+            blocks[current] = []
+        if current is not None:
+            blocks[current].append(line)
+    return {name: "\n".join(lines).strip() for name, lines in blocks.items()}
 
 
-def frontier_results(tables: Path, readme_dir: Path) -> str:
-    files = table_files(tables, frontier=True) if tables.is_dir() else []
-    shown = Path(os.path.relpath(tables, readme_dir)).as_posix()
-    blocks = [GENERATED.format(tables=shown).replace("/*.md", f"/{FRONTIER}*.md")]
-    blocks += [table_block(md, readme_dir) for md in files] or ["Not measured yet: run `make frontier`."]
-    return "\n\n".join(blocks)
+def section_blocks(files: list[Path], shown: dict[str, str], readme_dir: Path) -> list[str]:
+    """Every table's block in name order: written from its file where the tables directory has one,
+    else as the section already shows it."""
+    blocks = {**shown, **{md.stem: table_block(md, readme_dir) for md in files}}
+    return [blocks[name] for name in sorted(blocks)]
+
+
+def results(tables: Path, readme_dir: Path, shown: dict[str, str] | None = None, frontier: bool = False) -> str:
+    """The papers' section (frontier: the frontier tables' section), under its generated-by line."""
+    heading = GENERATED.format(tables=Path(os.path.relpath(tables, readme_dir)).as_posix())
+    files = table_files(tables, frontier) if tables.is_dir() else []
+    if frontier:
+        heading = heading.replace("/*.md", f"/{FRONTIER}*.md")
+    empty = "Not measured yet: run `make frontier`." if frontier else "No tables yet: run `make tables`."
+    return "\n\n".join([heading, *(section_blocks(files, shown or {}, readme_dir) or [empty])])
+
+
+def between(readme: str, start: str, end: str) -> str:
+    """The text between two markers ('' where the README lacks them)."""
+    if start not in readme or end not in readme.split(start, 1)[1]:
+        return ""
+    return readme.split(start, 1)[1].split(end, 1)[0]
 
 
 def with_frontier(readme: str, section: str) -> str:
@@ -92,8 +117,9 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     text = args.readme.read_text()
     readme_dir = args.readme.resolve().parent
-    updated = with_frontier(with_results(text, results(args.tables, readme_dir)),
-                            frontier_results(args.tables, readme_dir))
+    updated = with_frontier(
+        with_results(text, results(args.tables, readme_dir, shown_blocks(between(text, START, END)))),
+        results(args.tables, readme_dir, shown_blocks(between(text, FRONTIER_START, FRONTIER_END)), frontier=True))
     if updated != text:
         args.readme.write_text(updated)
     print(f"{args.readme}: Results section {'updated' if updated != text else 'unchanged'}")
