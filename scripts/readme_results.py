@@ -83,16 +83,18 @@ def results(tables: Path, readme_dir: Path, shown: dict[str, str] | None = None,
     return "\n\n".join([heading, *(section_blocks(files, shown or {}, readme_dir) or [empty])])
 
 
+def has_markers(readme: str, start: str, end: str) -> bool:
+    return start in readme and end in readme.split(start, 1)[1]
+
+
 def between(readme: str, start: str, end: str) -> str:
     """The text between two markers ('' where the README lacks them)."""
-    if start not in readme or end not in readme.split(start, 1)[1]:
-        return ""
-    return readme.split(start, 1)[1].split(end, 1)[0]
+    return readme.split(start, 1)[1].split(end, 1)[0] if has_markers(readme, start, end) else ""
 
 
 def with_frontier(readme: str, section: str) -> str:
     """Between the frontier markers, if the README has them (the section itself is written by hand)."""
-    if FRONTIER_START not in readme or FRONTIER_END not in readme.split(FRONTIER_START, 1)[1]:
+    if not has_markers(readme, FRONTIER_START, FRONTIER_END):
         return readme
     head, rest = readme.split(FRONTIER_START, 1)
     return f"{head}{FRONTIER_START}\n{section}\n{FRONTIER_END}{rest.split(FRONTIER_END, 1)[1]}"
@@ -100,7 +102,7 @@ def with_frontier(readme: str, section: str) -> str:
 
 def with_results(readme: str, section: str) -> str:
     generated = f"{START}\n{section}\n{END}"
-    if START in readme and END in readme.split(START, 1)[1]:
+    if has_markers(readme, START, END):
         head, rest = readme.split(START, 1)
         return head + generated + rest.split(END, 1)[1]
     block = f"{SECTION}\n\n{generated}\n\n"
