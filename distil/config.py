@@ -104,6 +104,12 @@ class StudentConfig:
     # The student's paper training batch (Mukherjee & Awadallah 6.1: 64). Used only when neither
     # trainer.batch_size nor schedule.batch_size is set: see pipeline.training_batch_size.
     batch_size: int | None = at_least(1, default=None)
+    # Which of the teacher's wordpieces get an embedding row: "trimmed" (those in the labeled and
+    # transfer sets; every other one reads [UNK]: a small, fast table) or "full" (every wordpiece, as
+    # XtremeDistil §3-4 keeps mBERT's whole 110K vocabulary and SVD-reduces its embeddings: a test
+    # wordpiece unseen in training then reads its own initial row, so the student does not depend on
+    # the transfer set for its vocabulary). Wordpiece students only.
+    vocabulary: str = "trimmed"
     # random | svd | pca | file (XtremeDistil Table 14); svd/pca reduce the teacher's wordpiece
     # embeddings to embedding_dim, file reads GloVe / word2vec text vectors from vectors_file;
     # model2vec: each wordpiece's output vector from the teacher, PCA to embedding_dim, SIF-weighted

@@ -372,13 +372,17 @@ def training_batch_size(cfg: Config) -> tuple[int, str]:
 def train_student(cfg: Config, task: Task, data: TaskData, splits: dict[str, Split],
                   teacher_vocab: TeacherVocab, language: str | None = None,
                   start: PretrainedStart | None = None) -> StudentResult:
-    """Trim a vocabulary to the training tokens, build the student, run the schedule."""
+    """Trim a vocabulary to the training tokens (or keep the teacher's whole one), build the student,
+    run the schedule."""
     tokens = {name: student_tokens(cfg, task, split.prepared) for name, split in splits.items()}
     if reads_words(cfg.student):
         vocab = TrimmedVocab.from_sequences(tokens["labeled"] + tokens["transfer"])
         mapped = {name: vocab.map_words(sentences) for name, sentences in tokens.items()}
     else:
-        vocab = TrimmedVocab.from_tokens([tokens["labeled"], tokens["transfer"]])
+        if cfg.student.vocabulary == "full":  # XtremeDistil: every wordpiece the teacher's tokenizer has
+            vocab = TrimmedVocab(list(range(len(teacher_vocab.tokens))))
+        else:
+            vocab = TrimmedVocab.from_tokens([tokens["labeled"], tokens["transfer"]])
         mapped = {name: vocab.map_tokens(column) for name, column in tokens.items()}
 
     def student_split(name: str) -> StudentSplit:

@@ -117,6 +117,10 @@ def distil_in_process(args, cwd, monkeypatch, capsys) -> tuple[int, str, str]:
         (["dataset.files.dev=missing.tsv"], "not found; check paths.data_dir and dataset.files"),
         (["dataset.label_column=sentiment"], "no column 'sentiment'; set dataset.label_column"),
         (["teacher=bert-base"], "not available offline: set teacher.name_or_path="),
+        (["student.vocabulary=all"], "student.vocabulary 'all' is unknown; use trimmed or full"),
+        (["student=rnn", "student.vocabulary=full"], "student.vocabulary=full keeps every teacher wordpiece but "
+                                                     "this student reads words; set student.vocabulary=trimmed "
+                                                     "or student.tokens=wordpieces"),
     ],
 )
 def test_bad_input_is_one_line_and_leaves_no_artifact(tmp_path, monkeypatch, capsys, args, message):
@@ -249,6 +253,33 @@ def test_a_run_starts_from_u_0_1_and_trains_the_unk_row_unseen_tokens_read(tmp_p
     with torch.no_grad():
         layer.weight[UNK] += 1.0
     assert not torch.allclose(before, saved.model(*model_inputs_for(ids))["logits"])
+
+
+def test_a_full_vocabulary_gives_every_teacher_wordpiece_its_own_row(tmp_path, monkeypatch, capsys):
+    """student.vocabulary=full (XtremeDistil §3-4: mBERT's whole vocabulary, SVD-reduced): one row per
+    teacher wordpiece, so a test wordpiece the training data never holds reads its own row, not [UNK];
+    the default trims to the training wordpieces and reads [UNK] there."""
+    from distil.predict import SavedStudent
+    from distil.students.vocab import UNK
+
+    saved = {}
+    for vocabulary in ("trimmed", "full"):
+        where = tmp_path / vocabulary
+        where.mkdir()
+        args = ["debug=smoke", "student.embedding_init=svd", f"student.vocabulary={vocabulary}"]
+        code, _, err = distil_in_process(args, where, monkeypatch, capsys)
+        assert code == 0, err
+        run_dir = next((where / "outputs" / "runs").rglob("metrics.json")).parent
+        saved[vocabulary] = (json.loads((run_dir / "metrics.json").read_text()), SavedStudent(run_dir / "student"))
+    metrics, student = saved["full"]
+    tokenizer = student.tokenizer  # the teacher's
+    assert metrics["student"]["vocab_size"] == len(tokenizer) + 2  # + [PAD] and [UNK]
+    assert saved["trimmed"][0]["student"]["vocab_size"] < len(tokenizer)
+    text = "quokka xylophone zeppelin"  # words the toy data never holds
+    assert UNK in saved["trimmed"][1]._encode(text)[0]
+    ids, _ = student._encode(text)
+    teacher_ids = tokenizer(text)["input_ids"]
+    assert UNK not in ids and ids == [i + 2 for i in teacher_ids]  # student row = teacher id + 2
 
 
 def model_inputs_for(ids):

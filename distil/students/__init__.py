@@ -37,6 +37,7 @@ def reads_pairs_apart(cfg: StudentConfig) -> bool:
 
 
 TOKENS = ("words", "wordpieces")
+VOCABULARIES = ("trimmed", "full")  # student.vocabulary: see StudentConfig
 
 
 def reads_words(cfg: StudentConfig) -> bool:
@@ -88,6 +89,11 @@ def check_peer(cfg: StudentConfig, task: Task) -> None:
 def check_tokens(cfg: StudentConfig, task: Task) -> None:
     if cfg.tokens is not None and cfg.tokens not in TOKENS:
         raise DistilError(f"student.tokens '{cfg.tokens}' is unknown; use {' or '.join(TOKENS)}")
+    if cfg.vocabulary not in VOCABULARIES:
+        raise DistilError(f"student.vocabulary '{cfg.vocabulary}' is unknown; use {' or '.join(VOCABULARIES)}")
+    if cfg.vocabulary == "full" and reads_words(cfg):
+        raise DistilError("student.vocabulary=full keeps every teacher wordpiece but this student reads words; "
+                          "set student.vocabulary=trimmed or student.tokens=wordpieces")
     # Words are read from one text (pipeline.student_tokens): pairs and tagged tokens need wordpieces.
     if reads_words(cfg) and task.inputs != "text":
         raise DistilError(f"student.tokens=words reads one whitespace-split text but {task.name} gives "
