@@ -226,6 +226,27 @@ def test_a_line_plots_legend_names_each_row_and_whose_line_it_is(tmp_path, monke
     assert sorted(drawn["legend"]) == sorted(legend)  # matplotlib lists lines before error bars
 
 
+@pytest.mark.parametrize("lines", [2, 20])
+def test_a_long_legend_sits_beside_the_axes_and_a_short_one_inside(lines):
+    """Twenty entries (XtremeDistil Table 3: ten rows, ours and the paper's) inside the axes hid the
+    lines they name: beyond LEGEND_INSIDE_MAX the legend starts right of the axes."""
+    import matplotlib.pyplot as plt
+
+    from distil.tables.plots import LEGEND_INSIDE_MAX, place_legend
+
+    fig, ax = plt.subplots()
+    for index in range(lines):
+        ax.plot([0, 1], [index, index + 1], label=f"row {index}")
+    place_legend(ax)
+    fig.canvas.draw()
+    legend, axes = ax.get_legend().get_window_extent(), ax.get_window_extent()
+    plt.close(fig)
+    if lines > LEGEND_INSIDE_MAX:
+        assert legend.x0 >= axes.x1  # wholly beside the axes
+    else:
+        assert axes.x0 <= legend.x0 and legend.x1 <= axes.x1  # within them
+
+
 def test_a_scatter_places_the_papers_points_at_its_own_x_beside_ours():
     from distil.tables.render import paper_points, scatter_entries, scatter_points
 

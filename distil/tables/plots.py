@@ -91,17 +91,34 @@ def scatter(points: list[tuple[str, float, float]], xlabel: str, ylabel: str, ti
     return finish(fig, ax, ylabel, title, path)
 
 
+LEGEND_INSIDE_MAX = 6  # more entries than this cover the lines they name (XtremeDistil Table 3 has 20)
+
+
+def place_legend(ax) -> None:
+    """The legend inside the axes where it fits best, or beside them (right, top-aligned) when it
+    has more than LEGEND_INSIDE_MAX entries."""
+    handles, _ = ax.get_legend_handles_labels()
+    if not handles:
+        return
+    if len(handles) <= LEGEND_INSIDE_MAX:
+        ax.legend(fontsize=7)
+    else:
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
+        ax.figure.set_figwidth(ax.figure.get_figwidth() + 2.5)  # room for it, so the axes keep their width
+
+
 def finish(fig, ax, ylabel: str, title: str, path: Path) -> Path:
     # a paper's table title and metric run to 150 characters: wrapped, or they run off the figure
     ax.set_ylabel(textwrap.fill(ylabel, 45), fontsize=8)
     ax.set_title(textwrap.fill(title, 11 * fig.get_figwidth()), fontsize=8)
-    if ax.get_legend_handles_labels()[0]:
-        ax.legend(fontsize=7)
+    place_legend(ax)
     ax.grid(alpha=0.3)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
-    fig.savefig(tmp, dpi=DPI, format="png")  # via a temporary file: readers never see half a PNG
+    # bbox_inches="tight" grows the image to hold a legend placed beside the axes;
+    # via a temporary file: readers never see half a PNG
+    fig.savefig(tmp, dpi=DPI, format="png", bbox_inches="tight")
     plt.close(fig)
     tmp.replace(path)
     return path
