@@ -380,7 +380,7 @@ def train_student(cfg: Config, task: Task, data: TaskData, splits: dict[str, Spl
         mapped = {name: vocab.map_words(sentences) for name, sentences in tokens.items()}
     else:
         if cfg.student.vocabulary == "full":  # XtremeDistil: every wordpiece the teacher's tokenizer has
-            vocab = TrimmedVocab(list(range(len(teacher_vocab.tokens))))
+            vocab = TrimmedVocab.whole(len(teacher_vocab.tokens))
         else:
             vocab = TrimmedVocab.from_tokens([tokens["labeled"], tokens["transfer"]])
         mapped = {name: vocab.map_tokens(column) for name, column in tokens.items()}

@@ -132,7 +132,7 @@ def distil_agnostic(cfg, load_encoder, tokenizer, student_cfg, initial_rows, lin
         os.replace(partial, vectors_path)
     targets, held_targets = every[:len(lines)], every[len(lines):]
     ids, held_ids = ids[:len(lines)], ids[len(lines):]
-    vocab = TrimmedVocab(list(range(len(tokenizer))))  # every wordpiece: rows 2.. are teacher ids 0..
+    vocab = TrimmedVocab.whole(len(tokenizer))  # every wordpiece: rows 2.. are teacher ids 0..
     torch.manual_seed(cfg.seed)
     student = SRAStudent(len(vocab), student_cfg.embedding_dim, student_cfg.hidden_size, 2, student_cfg.dropout,
                          student_cfg.mlp_hidden_size, targets.shape[1], pair=False, num_layers=student_cfg.num_layers)
@@ -260,7 +260,7 @@ class TeacherAsPretrained:
     def student(self, student_cfg, seed: int) -> SRAStudent:
         """A fresh single-sentence SRA student over the whole vocabulary, its embeddings initialised."""
         torch.manual_seed(seed)
-        vocab = TrimmedVocab(list(range(len(self.tokenizer))))
+        vocab = TrimmedVocab.whole(len(self.tokenizer))
         student = SRAStudent(len(vocab), student_cfg.embedding_dim, student_cfg.hidden_size, 2, student_cfg.dropout,
                              student_cfg.mlp_hidden_size, self.hidden_size, pair=False,
                              num_layers=student_cfg.num_layers)

@@ -32,6 +32,12 @@ class TrimmedVocab:
         return self._index
 
     @classmethod
+    def whole(cls, size: int) -> TrimmedVocab:
+        """Every teacher id 0..size-1, none trimmed (student.vocabulary=full, the SRA pre-training):
+        student id = teacher id + 2."""
+        return cls(range(size))
+
+    @classmethod
     def from_sequences(cls, sequences: Iterable[Sequence[int]]) -> TrimmedVocab:
         return cls(sorted({tid for seq in sequences for tid in seq}))
 
