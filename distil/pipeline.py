@@ -378,11 +378,9 @@ def train_student(cfg: Config, task: Task, data: TaskData, splits: dict[str, Spl
     if reads_words(cfg.student):
         vocab = TrimmedVocab.from_sequences(tokens["labeled"] + tokens["transfer"])
         mapped = {name: vocab.map_words(sentences) for name, sentences in tokens.items()}
-    else:
-        if cfg.student.vocabulary == "full":  # XtremeDistil: every wordpiece the teacher's tokenizer has
-            vocab = TrimmedVocab.whole(len(teacher_vocab.tokens))
-        else:
-            vocab = TrimmedVocab.from_tokens([tokens["labeled"], tokens["transfer"]])
+    else:  # full: every wordpiece the teacher's tokenizer has (XtremeDistil)
+        vocab = (TrimmedVocab.whole(len(teacher_vocab.tokens)) if cfg.student.vocabulary == "full"
+                 else TrimmedVocab.from_tokens([tokens["labeled"], tokens["transfer"]]))
         mapped = {name: vocab.map_tokens(column) for name, column in tokens.items()}
 
     def student_split(name: str) -> StudentSplit:
