@@ -186,6 +186,29 @@ def test_untuned_refuses_a_task_without_pairs(tmp_path, monkeypatch, capsys):
     assert capsys.readouterr().err.strip().startswith("distil-untuned: error: distil-untuned scores sentence pairs")
 
 
+FIX = ("<a text file with one sentence per line>, absolute or under paths.data_dir (now '{data}': run from the "
+       "project directory or set paths.data_dir or DISTIL_DATA_DIR to the data directory)")
+
+
+@pytest.mark.parametrize("args,message", [
+    (["student=sra", "agnostic.corpus=no/such.txt"],
+     "agnostic.corpus: {data}/no/such.txt does not exist; give agnostic.corpus=" + FIX),
+    (["student=transformer-tiny", "pretrain.corpus=no/such.txt"],
+     "pretrain.corpus: {data}/no/such.txt does not exist; give pretrain.corpus=" + FIX),
+], ids=["sra", "mlm"])
+def test_a_missing_corpus_names_its_own_setting_and_the_data_directory(tmp_path, monkeypatch, capsys, args, message):
+    """The SRA stage and the MLM pre-training read their corpus with one reader: its error names the
+    setting the user gave (not the other command's) and the data directory a relative path is read from."""
+    from tests.test_cli import cache_files, distil_in_process
+
+    data = tmp_path / "data"
+    code, _, err = distil_in_process(["pretrain", "debug=smoke", f"paths.data_dir={data}", *args],
+                                     tmp_path, monkeypatch, capsys)
+    assert code == 2
+    assert err.strip().splitlines()[-1] == "distil pretrain: error: " + message.format(data=data)
+    assert cache_files(tmp_path / "outputs") == []
+
+
 def test_a_pair_is_classified_from_wu_s_concatenate_compare():
     """Wu et al. §3.2: the MLP reads [H1, H2, |H1 - H2|, H1 ⊙ H2] of the two sentence vectors."""
     torch.manual_seed(0)

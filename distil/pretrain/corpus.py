@@ -17,11 +17,14 @@ from distil.pretrain.masking import mask_tokens
 TOKENIZE_BATCH = 4096
 
 
-def read_lines(path: Path, limit: int | None) -> list[str]:
-    """The first `limit` non-empty lines of a .txt or .gz file, in order."""
+def read_lines(setting: str, corpus: str, data_dir: str, limit: int | None) -> list[str]:
+    """The first `limit` non-empty lines of the .txt or .gz file `corpus` (relative: under `data_dir`),
+    in order. `setting` names the option that gave it (pretrain.corpus, agnostic.corpus) for the error."""
+    path = Path(corpus) if Path(corpus).is_absolute() else Path(data_dir) / corpus
     if not path.is_file():
-        raise DistilError(f"pretrain.corpus: {path} does not exist; give a text file with one sentence per line "
-                          f"(relative paths are read from paths.data_dir), or pretrain.corpus=transfer")
+        raise DistilError(f"{setting}: {path} does not exist; give {setting}=<a text file with one sentence per "
+                          f"line>, absolute or under paths.data_dir (now {data_dir!r}: run from the project "
+                          f"directory or set paths.data_dir or DISTIL_DATA_DIR to the data directory)")
     opener = gzip.open if path.suffix == ".gz" else open
     lines: list[str] = []
     with opener(path, "rt", encoding="utf-8") as handle:
@@ -32,7 +35,7 @@ def read_lines(path: Path, limit: int | None) -> list[str]:
                 if limit is not None and len(lines) >= limit:
                     break
     if not lines:
-        raise DistilError(f"pretrain.corpus: {path} has no text; give a file with one sentence per line")
+        raise DistilError(f"{setting}: {path} has no text; give a file with one sentence per line")
     return lines
 
 

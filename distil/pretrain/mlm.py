@@ -61,8 +61,7 @@ def corpus_lines(cfg: PretrainConfig, data_dir: str, transfer_texts: list[str] |
             raise DistilError("pretrain.corpus=transfer, but this run's transfer set is empty; choose a "
                               "transfer_size above 0x or a text file (pretrain.corpus=<path under paths.data_dir>)")
         return lines[: cfg.max_sentences] if cfg.max_sentences else lines
-    path = Path(cfg.corpus)
-    return read_lines(path if path.is_absolute() else Path(data_dir) / path, cfg.max_sentences)
+    return read_lines("pretrain.corpus", cfg.corpus, data_dir, cfg.max_sentences)
 
 
 def pretrain_spec(cfg: PretrainConfig, layers: int, hidden: int, tokenizer_identity: dict, digest: str,

@@ -95,9 +95,8 @@ def ensure_agnostic(cfg, teacher_name: str, teacher_identity: dict, teacher_hidd
     `load_encoder()` gives the pre-trained teacher encoder (only called to build); `initial_rows(dim)`
     the student's starting embedding over [PAD], [UNK] and every teacher wordpiece."""
     check_agnostic(cfg)
-    path = Path(cfg.corpus)
     limit = None if cfg.max_sentences is None else cfg.max_sentences + HELD_OUT
-    lines = read_lines(path if path.is_absolute() else Path(data_dir) / path, limit)
+    lines = read_lines("agnostic.corpus", cfg.corpus, data_dir, limit)
     # the last lines read are held out (at most HELD_OUT, a tenth of a small corpus)
     held = min(HELD_OUT, len(lines) // 10)
     lines, held_out = lines[:len(lines) - held], lines[len(lines) - held:]
