@@ -71,6 +71,20 @@ def test_a_parameter_column_shows_millions_beside_the_papers_and_the_legend_says
             in (tmp_path / "paper-table3.md").read_text())
 
 
+def test_a_cell_empty_by_design_shows_a_dash_not_the_missing_path(tmp_path):
+    # Wu Table 4: a student never distilled has no distillation loss; its accuracy column still reads the run
+    columns = [Axis("Distillation Loss", value="student.pretrained.validation_loss", format="number"),
+               Axis("SST-2 Acc", value="student.test.accuracy")]
+    metrics = ok(accuracy=0.7271)
+    cells = [cell("D0", 1, metrics, column=label) for label in ("Distillation Loss", "SST-2 Acc")]
+    shown = dict(rows=[Axis("D0")], columns=columns, scales={"cpu": Scale(base=[], seeds=[1])})
+    write_table(preset(**shown, empty={"D0": ["Distillation Loss"]}), cells, tmp_path)
+    assert md_rows(tmp_path / "paper-table3.md")[1] == ["D0", "–", "72.71"]
+    write_table(preset(**shown), cells, tmp_path)  # without `empty`, the absent path is the cell's error
+    assert md_rows(tmp_path / "paper-table3.md")[1] == ["D0", "no student.pretrained.validation_loss in metrics.json",
+                                                        "72.71"]
+
+
 def test_a_pipe_in_a_label_is_escaped_so_the_md_row_keeps_its_cells(tmp_path):
     # Mukherjee Table 12's schedules read "RL | LL + CE": unescaped, the '|' split its column
     schedules = [Axis("RL | LL + CE"), Axis("RL + LL + CE")]

@@ -156,6 +156,10 @@ LOAD_ERRORS = [  # (test id, preset text, message with {p} for the preset's path
     ("paper-value-column", "rows: [{label: A}]\ncolumns: [{label: c}]\nscales: {cpu: {seeds: [1]}}\n"
      "paper_values: {A: {d: 1.0}}\n",
      "table preset {p}: paper_values[A] names column 'd', which is not a column; columns are: c"),
+    ("empty-row", "rows: [{label: A}]\ncolumns: [{label: c}]\nscales: {cpu: {seeds: [1]}}\nempty: {B: [c]}\n",
+     "table preset {p}: empty names row 'B', which is not a row; rows are: A"),
+    ("empty-column", "rows: [{label: A}]\ncolumns: [{label: c}]\nscales: {cpu: {seeds: [1]}}\nempty: {A: [d]}\n",
+     "table preset {p}: empty[A] names column 'd', which is not a column; columns are: c"),
     ("no-scales", "rows: [{label: A}]\n",
      "table preset {p}: a sweep needs scales, e.g. scales: {cpu: {base: [...], seeds: [1]}}"),
     ("no-rows", "scales: {cpu: {seeds: [1]}}\n",

@@ -132,6 +132,7 @@ def check_preset(preset: TablePreset, source: Path | str) -> None:
     if preset.select is not None:
         _check_select(preset, where)
     _check_paper_values(preset, where)
+    _check_empty(preset, where)
 
 
 def _check_select(preset: TablePreset, where: str) -> None:
@@ -185,6 +186,19 @@ def _check_paper_values(preset: TablePreset, where: str) -> None:
             if unknown:
                 raise DistilError(f"{where}: paper_values[{row}] names column '{unknown[0]}', which is not a "
                                   f"column; columns are: {', '.join(columns)}")
+
+
+def _check_empty(preset: TablePreset, where: str) -> None:
+    """Every cell `empty` names is a (row, column) of the table, so a typo cannot hide a number."""
+    rows = [row.label for row in preset.rows]
+    columns = [column.label for column in preset.columns]
+    for row, empty_columns in preset.empty.items():
+        if row not in rows:
+            raise DistilError(f"{where}: empty names row '{row}', which is not a row; rows are: {', '.join(rows)}")
+        unknown = [column for column in empty_columns if column not in columns]
+        if unknown:
+            raise DistilError(f"{where}: empty[{row}] names column '{unknown[0]}', which is not a column; "
+                              f"columns are: {', '.join(columns)}")
 
 
 def _first_line(error: Exception) -> str:

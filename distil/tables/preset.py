@@ -28,6 +28,8 @@ published, so `distil-table` can run the missing cells and print ours beside the
       - {label: 0.7M, overrides: {cpu: [transfer_size=5k], paper: [transfer_size=xd-0.7m]}}
     paper_values:                      # row -> number, or row -> column -> number; missing: not in the paper
       D0: {0.7M: 71.26}
+    empty: {D0: [0.7M]}                # optional: row -> columns that have no number by design (shown as –, not
+                                       # as an error), e.g. Wu Table 4's distillation loss of a student never distilled
     paper_metric: average F1 over 41 languages (WikiANN NER)
     notes: |                           # what differs here: teacher, data, scale; shown under the table
       ...
@@ -107,6 +109,8 @@ class TablePreset:
     rows: list[Axis] = field(default_factory=list)
     columns: list[Axis] = field(default_factory=list)
     paper_values: dict[str, Any] = field(default_factory=dict)
+    # row -> the columns it has no number in by design (Wu Table 4: no distillation loss without the stage)
+    empty: dict[str, list[str]] = field(default_factory=dict)
     paper_metric: str = ""
     notes: str = ""
     plot: dict[str, Any] | None = None
@@ -127,6 +131,10 @@ class TablePreset:
     def row(self, label: str) -> Axis | None:
         """The row axis with this label (None: a label the preset has no row for)."""
         return next((axis for axis in self.rows if axis.label == label), None)
+
+    def is_empty(self, row: str, column: str | None) -> bool:
+        """Whether (row, column) has no number by design (`empty`): shown as –, never as an error."""
+        return column in self.empty.get(row, [])
 
     def column(self, label: str | None) -> Axis | None:
         """The column axis with this label (None: no such column, or a table without columns)."""

@@ -184,6 +184,8 @@ def cell_problem(cell: Cell) -> str | None:
 
 
 def cell_samples(preset: TablePreset, cell: Cell) -> list[Sample]:
+    if preset.is_empty(cell.row, cell.column):  # no number by design, whatever its run did
+        return [Sample(cell.row, cell.column, value=MISSING)]
     problem = cell_problem(cell)
     if problem is not None:
         return [Sample(cell.row, cell.column, error=problem)]  # the preset's row: the run's own rows are unknown
