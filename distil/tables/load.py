@@ -175,30 +175,26 @@ def _check_sweep(preset: TablePreset, where: str) -> None:
 def _check_paper_values(preset: TablePreset, where: str) -> None:
     """Every published number belongs to a row (and column) of ours, so none is silently dropped.
     Rows taken from the runs (rows_from) are only known once they have run."""
-    rows = [row.label for row in preset.rows]
-    columns = [column.label for column in preset.columns]
-    for row, value in preset.paper_values.items():
-        if preset.rows_from is None and row not in rows:
-            raise DistilError(f"{where}: paper_values names row '{row}', which is not a row; "
-                              f"rows are: {', '.join(rows)}")
-        if isinstance(value, dict) and columns:
-            unknown = [column for column in value if column not in columns]
-            if unknown:
-                raise DistilError(f"{where}: paper_values[{row}] names column '{unknown[0]}', which is not a "
-                                  f"column; columns are: {', '.join(columns)}")
+    _check_cells(preset, where, "paper_values", preset.paper_values, rows_known=preset.rows_from is None)
 
 
 def _check_empty(preset: TablePreset, where: str) -> None:
     """Every cell `empty` names is a (row, column) of the table, so a typo cannot hide a number."""
+    _check_cells(preset, where, "empty", preset.empty)
+
+
+def _check_cells(preset: TablePreset, where: str, name: str, cells: dict, rows_known: bool = True) -> None:
+    """`name` maps rows to a number or to columns: each row and column it names is one of the table's."""
     rows = [row.label for row in preset.rows]
     columns = [column.label for column in preset.columns]
-    for row, empty_columns in preset.empty.items():
-        if row not in rows:
-            raise DistilError(f"{where}: empty names row '{row}', which is not a row; rows are: {', '.join(rows)}")
-        unknown = [column for column in empty_columns if column not in columns]
-        if unknown:
-            raise DistilError(f"{where}: empty[{row}] names column '{unknown[0]}', which is not a column; "
-                              f"columns are: {', '.join(columns)}")
+    for row, value in cells.items():
+        if rows_known and row not in rows:
+            raise DistilError(f"{where}: {name} names row '{row}', which is not a row; rows are: {', '.join(rows)}")
+        if isinstance(value, dict | list) and columns:
+            unknown = [column for column in value if column not in columns]
+            if unknown:
+                raise DistilError(f"{where}: {name}[{row}] names column '{unknown[0]}', which is not a "
+                                  f"column; columns are: {', '.join(columns)}")
 
 
 def _first_line(error: Exception) -> str:
