@@ -1,5 +1,17 @@
+import difflib
+from collections.abc import Iterable
+
+
 class DistilError(Exception):
     """A problem the user can fix; reported as one line, never as a traceback.
 
     The message says what is wrong and how to fix it.
     """
+
+
+def did_you_mean(name: object, choices: Iterable[object]) -> str:
+    """" (did you mean 'x'?)" for the one choice closest to a misspelt name, or "" when none is
+    close: a typo's fix, named before the full list of choices that follows it."""
+    by_folded = {str(c).lower(): str(c) for c in choices}  # a wrong case is a typo too (D1, mnli-m)
+    close = difflib.get_close_matches(str(name).lower(), by_folded, n=1, cutoff=0.75)
+    return f" (did you mean '{by_folded[close[0]]}'?)" if close else ""

@@ -21,6 +21,7 @@ from hydra.core.override_parser.types import ChoiceSweep, Override
 from omegaconf import DictConfig
 
 from distil.config import Config
+from distil.errors import did_you_mean
 
 CONFIG_DIR_ENV = "DISTIL_CONFIG_DIR"  # os.pathsep-separated directories of the user's own YAML
 SEARCHPATH = "hydra.searchpath"
@@ -94,7 +95,8 @@ def check_overrides(args: list[str], conf_dir: Path) -> str | None:
             options = group_options(dirs, key)
             for option in values:
                 if str(option) not in options:
-                    return f"unknown {key} '{option}'; choose one of: {', '.join(options)}"
+                    return (f"unknown {key} '{option}'{did_you_mean(option, options)}; "
+                            f"choose one of: {', '.join(options)}")
         else:  # `+key=v` too: it may add to a free-form map (dataset.files, schedule.weights), not to the schema
             problem = _check_key(key.split("."))
             if problem:
@@ -161,7 +163,7 @@ def _check_key(parts: list[str]) -> str | None:
         hints = typing.get_type_hints(node)
         if part not in hints:
             where = ".".join(parts[:depth]) or "the top level"
-            return (f"unknown key '{'.'.join(parts)}': {where} has no '{part}'; "
+            return (f"unknown key '{'.'.join(parts)}': {where} has no '{part}'{did_you_mean(part, hints)}; "
                     f"valid keys: {', '.join(hints)}")
         node = hints[part]
     return None

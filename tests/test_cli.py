@@ -113,7 +113,8 @@ def distil_in_process(args, cwd, monkeypatch, capsys) -> tuple[int, str, str]:
         (["schedule=d9"], "unknown schedule 'd9'; choose one of: basic, bilstm-soft, d0, d0-s, d1"),
         (["teacher.lrr=1"], "unknown key 'teacher.lrr'"),
         # `+` adds to free-form maps (schedule.weights, dataset.files); a key the schema lacks is a typo
-        (["+trainer.lrr=1"], "unknown key 'trainer.lrr': trainer has no 'lrr'; valid keys: optimizer, lr,"),
+        (["+trainer.lrr=1"], "unknown key 'trainer.lrr': trainer has no 'lrr' (did you mean 'lr'?); "
+                             "valid keys: optimizer, lr,"),
         (["dataset.files.dev=missing.tsv"], "not found; check paths.data_dir and dataset.files"),
         (["dataset.label_column=sentiment"], "no column 'sentiment'; set dataset.label_column"),
         (["teacher=bert-base"], "not available offline: set teacher.name_or_path="),

@@ -58,7 +58,8 @@ def test_a_nested_group_is_chosen_like_any_group():
     """`teacher/finetune=tang` (the README's fine-tuning recipes) is a group choice, not an unknown key."""
     assert check_overrides(["teacher/finetune=tang"], CONF_DIR) is None
     problem = check_overrides(["teacher/finetune=tangg"], CONF_DIR)
-    assert problem == "unknown teacher/finetune 'tangg'; choose one of: bert, minilm, tang, xtremedistil"
+    assert problem == ("unknown teacher/finetune 'tangg' (did you mean 'tang'?); "
+                       "choose one of: bert, minilm, tang, xtremedistil")
 
 
 @pytest.mark.parametrize("overrides,size,rule", [

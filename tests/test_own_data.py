@@ -53,7 +53,8 @@ def test_own_dataset_on_the_search_path_is_a_valid_option(tmp_path):
     searchpath = f"hydra.searchpath=[file://{conf}]"
     assert check_overrides([searchpath, "dataset=mine"], CONF_DIR) is None
     assert check_overrides([searchpath, "dataset=mien"], CONF_DIR) == (
-        f"unknown dataset 'mien'; choose one of: {PACKAGE_DATASETS.replace('imdb, ', 'imdb, mine, ')}")
+        f"unknown dataset 'mien' (did you mean 'mine'?); "
+        f"choose one of: {PACKAGE_DATASETS.replace('imdb, ', 'imdb, mine, ')}")
     assert check_overrides(["dataset=mine"], CONF_DIR) == (
         f"unknown dataset 'mine'; choose one of: {PACKAGE_DATASETS}")
 
@@ -80,7 +81,7 @@ def test_package_entries_on_the_search_path(tmp_path):
 def test_experiment_presets_are_checked_including_the_users(tmp_path):
     assert check_overrides(["+experiment=sst2-low"], CONF_DIR) is None
     assert check_overrides(["+experiment=sst2-lo"], CONF_DIR) == (
-        f"unknown experiment 'sst2-lo'; choose one of: {PACKAGE_EXPERIMENTS}")
+        f"unknown experiment 'sst2-lo' (did you mean 'sst2-low'?); choose one of: {PACKAGE_EXPERIMENTS}")
     (tmp_path / "experiment").mkdir()
     (tmp_path / "experiment" / "cola-quick.yaml").write_text("# @package _global_\ntrainer: {epochs: 1}\n")
     assert check_overrides([f"hydra.searchpath=[file://{tmp_path}]", "+experiment=nope"], CONF_DIR) == (
@@ -233,8 +234,8 @@ def test_borrowed_dataset_with_own_files_map_and_name(tmp_path, monkeypatch, cap
 
 
 @pytest.mark.parametrize("args,message", [
-    (["dataset=mien"], "unknown dataset 'mien'; choose one of: ag_news, bbc-news, conll2002, conll2003, "
-                       "dbpedia, elec, imdb, mine, mnli"),
+    (["dataset=mien"], "unknown dataset 'mien' (did you mean 'mine'?); choose one of: ag_news, bbc-news, "
+                       "conll2002, conll2003, dbpedia, elec, imdb, mine, mnli"),
     (["dataset=mine", "dataset.files={train: train.tsv, dev: test.tsv, test: test.tsv}"],
      "dev and test are the same file"),
     (["dataset=mine", "dataset.label_column=5"], "train.tsv has no column '5'; set dataset.label_column to "

@@ -144,11 +144,14 @@ def test_a_reworded_description_leaves_the_key_as_it_was():
 
 
 LOAD_ERRORS = [  # (test id, preset text, message with {p} for the preset's path)
-    ("unknown-kind", "kind: sweeps\n", "table preset {p}: unknown kind 'sweeps'; choose one of: sweep, data, bench"),
+    ("unknown-kind", "kind: sweeps\n",
+     "table preset {p}: unknown kind 'sweeps' (did you mean 'sweep'?); choose one of: sweep, data, bench"),
     ("unknown-format", "kind: data\nformat: percents\n",
-     "table preset {p}: unknown format 'percents'; choose one of: percent, number, ratio, count, millions"),
+     "table preset {p}: unknown format 'percents' (did you mean 'percent'?); "
+     "choose one of: percent, number, ratio, count, millions"),
     ("unknown-rows-from", "kind: data\nrows_from: stage\n",
-     "table preset {p}: unknown rows_from 'stage'; choose one of: null, stages, languages, epochs"),
+     "table preset {p}: unknown rows_from 'stage' (did you mean 'stages'?); "
+     "choose one of: null, stages, languages, epochs"),
     ("unknown-scale", "kind: data\nscales: {gpu: {seeds: [1]}}\n",
      "table preset {p}: unknown scale 'gpu'; choose one of: cpu, paper"),
     ("paper-value-row", "rows: [{label: A, overrides: [schedule=d1]}]\nscales: {cpu: {seeds: [1]}}\n"
@@ -211,11 +214,13 @@ def test_an_unreadable_preset_file_is_one_line(tmp_path):
     assert messages[2] == f"table preset file {missing} does not exist; give an existing file or a preset name"
 
 
-def test_an_unknown_preset_name_lists_the_presets():
+@pytest.mark.parametrize("name,hint", [("xtremedistil-tabel12", " (did you mean 'xtremedistil-table12'?)"),
+                                       ("Wu-Table1", " (did you mean 'wu-table1'?)"), ("glue", "")])
+def test_an_unknown_preset_name_names_the_closest_and_lists_the_presets(name, hint):
     with pytest.raises(DistilError) as error:
-        load_preset("xtremedistil-table99")
+        load_preset(name)
     names = ", ".join(sorted(p.stem for p in SHIPPED))
-    assert str(error.value) == (f"unknown table preset 'xtremedistil-table99'; choose one of: {names} "
+    assert str(error.value) == (f"unknown table preset '{name}'{hint}; choose one of: {names} "
                                 "(distil-table --list describes them)")
 
 
@@ -357,8 +362,8 @@ def test_only_runs_the_named_rows_columns_or_where_they_cross_and_writes_the_who
 
     code, _, err = table(["tiny", "--only", "5K"], capsys)
     assert code == 2
-    assert err.strip() == ("distil-table: error: --only '5K' is not a row or column of tiny; its rows: hard, D1; "
-                           "its columns: all, 5k")
+    assert err.strip() == ("distil-table: error: --only '5K' is not a row or column of tiny (did you mean '5k'?); "
+                           "its rows: hard, D1; its columns: all, 5k")
 
 
 def test_a_finished_cell_is_recorded_and_a_fresh_machine_reads_it_instead_of_running_it(tmp_path, monkeypatch,

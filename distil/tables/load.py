@@ -16,7 +16,7 @@ import yaml
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from distil.errors import DistilError
+from distil.errors import DistilError, did_you_mean
 from distil.overrides import CONFIG_DIR_ENV
 from distil.tables.preset import BENCHES, COMPARES, FORMATS, KINDS, READS, ROWS_FROM, SCALES, SETS, Axis, TablePreset
 
@@ -73,7 +73,8 @@ def preset_path(path_or_name: str | Path) -> Path:
         return path
     files = preset_files()
     if str(path_or_name) not in files:
-        raise DistilError(f"unknown table preset '{path_or_name}'; choose one of: {', '.join(files) or '(none)'} "
+        raise DistilError(f"unknown table preset '{path_or_name}'{did_you_mean(path_or_name, files)}; "
+                          f"choose one of: {', '.join(files) or '(none)'} "
                           f"(distil-table --list describes them)")
     return files[str(path_or_name)]
 
@@ -152,7 +153,7 @@ def _check_select(preset: TablePreset, where: str) -> None:
 def _check_choice(where: str, field: str, value: Any, choices: tuple) -> None:
     if value not in choices:
         names = ", ".join("null" if c is None else c for c in choices)
-        raise DistilError(f"{where}: unknown {field} '{value}'; choose one of: {names}")
+        raise DistilError(f"{where}: unknown {field} '{value}'{did_you_mean(value, choices)}; choose one of: {names}")
 
 
 AXIS_FIELDS = {"label", "overrides", "value", "format", "reads"}

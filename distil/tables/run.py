@@ -35,7 +35,7 @@ from rich.text import Text
 
 from distil.atomic import write_json_atomic
 from distil.command import console_command
-from distil.errors import DistilError
+from distil.errors import DistilError, did_you_mean
 from distil.interrupt import exit_on_interrupt
 from distil.tables import ledger
 from distil.tables.cells import cell_dir, cell_specs, collect, expand, label, read_result, result_of, runs_of
@@ -307,7 +307,8 @@ def named_axes(preset: TablePreset, labels: list[str]) -> tuple[set[str], set[st
     rows, columns = [a.label for a in preset.rows], [a.label for a in preset.columns]
     for name in labels:
         if name not in rows + columns:
-            raise DistilError(f"--only {name!r} is not a row or column of {preset.name}; its rows: "
+            raise DistilError(f"--only {name!r} is not a row or column of {preset.name}"
+                              f"{did_you_mean(name, rows + columns)}; its rows: "
                               f"{', '.join(rows) or 'none'}; its columns: {', '.join(columns) or 'none'}")
     return set(rows) & set(labels), set(columns) & set(labels)
 
