@@ -15,3 +15,11 @@ def did_you_mean(name: object, choices: Iterable[object]) -> str:
     by_folded = {str(c).lower(): str(c) for c in choices}  # a wrong case is a typo too (D1, mnli-m)
     close = difflib.get_close_matches(str(name).lower(), by_folded, n=1, cutoff=0.75)
     return f" (did you mean '{by_folded[close[0]]}'?)" if close else ""
+
+
+def check_choice(setting: str, value: object, choices: Iterable[object]) -> None:
+    """A setting with a closed set of values: one message for all of them, naming the closest."""
+    choices = list(choices)
+    if value not in choices:
+        raise DistilError(f"{setting} '{value}' is unknown{did_you_mean(value, choices)}; "
+                          f"use one of: {', '.join(map(str, choices))}")

@@ -25,7 +25,7 @@ from distil.config import Config, StudentConfig, TeacherConfig, check_config
 from distil.data.prepared import PreparedSplit
 from distil.data.ragged import Ragged, Tokens
 from distil.data.split import TaskData, build_task_data
-from distil.errors import DistilError
+from distil.errors import DistilError, check_choice
 from distil.evaluate import student_logits
 from distil.flags import predicted_classes, run_warnings
 from distil.peers import is_peer
@@ -229,8 +229,7 @@ CACHE_LAYER = ("auto", "needed")
 
 def layer_to_cache(cfg: TeacherConfig, task: Task, needed: bool) -> int | None:
     """The hidden layer the cache holds beside the logits (None: logits only); see teacher.cache_layer."""
-    if cfg.cache_layer not in CACHE_LAYER:
-        raise DistilError(f"teacher.cache_layer '{cfg.cache_layer}' is unknown; use one of: {', '.join(CACHE_LAYER)}")
+    check_choice("teacher.cache_layer", cfg.cache_layer, CACHE_LAYER)
     wanted = needed or (cfg.cache_layer == "auto" and not task.per_token)
     return cfg.layer if wanted else None
 

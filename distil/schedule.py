@@ -20,7 +20,7 @@ from distil.checkpoint import ScheduleCheckpoint
 from distil.config import ScheduleConfig, StageConfig, TrainerConfig
 from distil.data.batching import balanced_batch_count, balanced_batches, pad_labels, shuffled_batches
 from distil.data.ragged import Ragged, Tokens
-from distil.errors import DistilError
+from distil.errors import DistilError, check_choice
 from distil.losses import (
     LOSSES,
     REDUCIBLE,
@@ -132,8 +132,8 @@ def validate_schedule(schedule: ScheduleConfig, trainer: TrainerConfig, task: Ta
     """Fail before any training on a schedule or trainer setting that cannot run. `batch_size`: the
     training batch the run will use (pipeline.training_batch_size: trainer.batch_size is None unless
     set on the command line)."""
-    _check_choice("trainer.optimizer", trainer.optimizer, OPTIMIZERS)
-    _check_choice("trainer.lr_schedule", trainer.lr_schedule, LR_SCHEDULES)
+    check_choice("trainer.optimizer", trainer.optimizer, OPTIMIZERS)
+    check_choice("trainer.lr_schedule", trainer.lr_schedule, LR_SCHEDULES)
     for stage in schedule.stages:
         where = f"schedule '{schedule.name}' stage {stage.name}"
         unknown = sorted(set(stage.losses) - set(LOSSES))
@@ -143,10 +143,10 @@ def validate_schedule(schedule: ScheduleConfig, trainer: TrainerConfig, task: Ta
         if bad_data or not stage.data:
             raise DistilError(f"{where}: data must list some of {', '.join(STAGE_DATA)} (got {list(stage.data)})")
         task.check_losses(stage.losses, where)
-        _check_choice(f"{where}: unfreeze", stage.unfreeze, UNFREEZE)
-        _check_choice(f"{where}: select", stage.select, SELECT)
+        check_choice(f"{where}: unfreeze", stage.unfreeze, UNFREEZE)
+        check_choice(f"{where}: select", stage.select, SELECT)
         _check_reductions(stage, where)
-        _check_choice(f"{where}: teacher_rows", stage.teacher_rows, TEACHER_ROWS)
+        check_choice(f"{where}: teacher_rows", stage.teacher_rows, TEACHER_ROWS)
         _check_sampler(stage, batch_size, where)
 
 
@@ -162,7 +162,7 @@ def _check_reductions(stage: StageConfig, where: str) -> None:
 
 
 def _check_sampler(stage: StageConfig, batch_size: int, where: str) -> None:
-    _check_choice(f"{where}: sampler", stage.sampler, SAMPLERS)
+    check_choice(f"{where}: sampler", stage.sampler, SAMPLERS)
     if stage.sampler == "balanced" and sorted(stage.data) != sorted(STAGE_DATA):
         raise DistilError(f"{where}: sampler 'balanced' needs data [labeled, transfer] "
                           f"(got {list(stage.data)}); use sampler: shuffle")
@@ -170,10 +170,6 @@ def _check_sampler(stage: StageConfig, batch_size: int, where: str) -> None:
         raise DistilError(f"{where}: sampler 'balanced' needs a training batch of 2 or more (got {batch_size}); "
                           f"set trainer.batch_size=2 or more")
 
-
-def _check_choice(what: str, value: str, allowed) -> None:
-    if value not in allowed:
-        raise DistilError(f"{what} '{value}' is unknown; use one of: {', '.join(allowed)}")
 
 
 def run_schedule(

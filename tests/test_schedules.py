@@ -325,6 +325,7 @@ def test_labels_only_stages_get_their_own_epoch_budget(smoke_cfg):
     ("++schedule.stages.0.reduction.repr_kl=sum", "reduction names repr_kl, which the stage does not use"),
     ("schedule.stages.0.sampler=balanced", "sampler 'balanced' needs data [labeled, transfer]"),
     ("schedule.stages.0.sampler=even", "sampler 'even' is unknown; use one of: shuffle, balanced"),
+    ("schedule.stages.0.sampler=shufle", "sampler 'shufle' is unknown (did you mean 'shuffle'?); use one of: "),
 ])
 def test_bad_stage_settings_fail_before_training(smoke_cfg, override, message):
     cfg = smoke_cfg("schedule=d1", override)

@@ -27,7 +27,7 @@ from distil.augment import pos
 from distil.augment.tang import PosLexicon, Sentence, TangSettings, augment_example
 from distil.config import AugmentConfig, DatasetConfig
 from distil.data.load import read_text_lines, resolve_data_path
-from distil.errors import DistilError
+from distil.errors import DistilError, check_choice
 from distil.progress import progress_bar
 from distil.store import ArtifactStore
 from distil.tasks import Task
@@ -53,8 +53,7 @@ def check_augment(cfg: AugmentConfig, task: Task, dataset: DatasetConfig) -> Non
     """Every augment setting, before any data is read."""
     for key, value, allowed in (("method", cfg.method, METHODS), ("source", cfg.source, SOURCES),
                                 ("dedupe", cfg.dedupe, DEDUPE), ("pos_attribute", cfg.pos_attribute, pos.ATTRIBUTES)):
-        if value not in allowed:
-            raise DistilError(f"augment.{key} '{value}' is unknown; use one of: {', '.join(allowed)}")
+        check_choice(f"augment.{key}", value, allowed)
     if not enabled(cfg):
         return
     if task.inputs not in TEXT_COLUMNS:

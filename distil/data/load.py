@@ -19,7 +19,7 @@ import datasets
 from distil.config import DatasetConfig
 from distil.data.check_file import CSV_DIALECTS, check_text_file, read_csv_rows
 from distil.data.conll import read_conll
-from distil.errors import DistilError
+from distil.errors import DistilError, check_choice
 from distil.tasks import TASKS, make_task
 
 TABULAR_BUILDERS = {"tsv": ("csv", {"delimiter": "\t"}), "csv": ("csv", {}), "jsonl": ("json", {}),
@@ -105,10 +105,8 @@ def read_text_lines(file: Path) -> list[str]:
 
 
 def _check_config(cfg: DatasetConfig) -> None:
-    if cfg.task not in TASKS:
-        raise DistilError(f"dataset '{cfg.name}': unknown task '{cfg.task}'; use one of: {', '.join(TASKS)}")
-    if cfg.format not in FORMATS:
-        raise DistilError(f"dataset '{cfg.name}': unknown format '{cfg.format}'; use one of: {', '.join(FORMATS)}")
+    check_choice(f"dataset '{cfg.name}': task", cfg.task, TASKS)
+    check_choice(f"dataset '{cfg.name}': format", cfg.format, FORMATS)
     task = make_task(cfg)
     if task.inputs == "pair" and not cfg.text_pair_column:
         raise DistilError(f"dataset '{cfg.name}': a pair task needs dataset.text_pair_column")

@@ -9,7 +9,7 @@ from typing import ClassVar, Protocol
 
 import numpy as np
 
-from distil.errors import DistilError
+from distil.errors import DistilError, check_choice
 
 PEER_FILE = "peer.json"  # in a saved peer's directory: which peer, its labels, its own settings
 
@@ -46,8 +46,7 @@ def make_peer(name: str, seed: int, teacher_source: str) -> Peer:
 
 
 def peer_class(name: str) -> type:
-    if name not in PEERS:
-        raise DistilError(f"student.peer '{name}' is unknown; use one of: {', '.join(PEERS)}")
+    check_choice("student.peer", name, PEERS)
     module, cls, package = PEERS[name]
     try:
         return getattr(importlib.import_module(module), cls)

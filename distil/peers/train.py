@@ -10,7 +10,7 @@ import numpy as np
 import torch
 from omegaconf import OmegaConf
 
-from distil.errors import DistilError
+from distil.errors import DistilError, check_choice
 from distil.peers.base import TARGETS, make_peer, save_peer
 from distil.teacher.load import resolve_source
 
@@ -28,8 +28,7 @@ def train_peer(cfg, task, data, prepared, splits, out: Path) -> PeerResult:
     if task.inputs != "text" or not data.label_names:
         raise DistilError(f"student=peer-{name} classifies single texts, and {data.name} is a {task.name} "
                           f"dataset of {task.inputs}; use a runner student (e.g. student=static)")
-    if targets not in TARGETS:
-        raise DistilError(f"student.targets '{targets}' is unknown; use one of: {', '.join(TARGETS)}")
+    check_choice("student.targets", targets, TARGETS)
     texts = {split: list(data.splits[split]["text"]) for split in data.splits}
     train_texts, train_labels = texts["labeled"], prepared["labeled"].labels.numpy()
     if targets == "teacher":  # gold labels where there are some, the teacher's argmax on the transfer set

@@ -22,7 +22,7 @@ from safetensors.torch import save_file
 from transformers import BertConfig, BertForMaskedLM, BertForPreTraining, get_linear_schedule_with_warmup
 
 from distil.config import PretrainConfig, as_plain_dict
-from distil.errors import DistilError
+from distil.errors import DistilError, check_choice
 from distil.pretrain.corpus import ExampleSampler, lines_digest, read_lines, tokenize
 from distil.pretrain.masking import IGNORE
 from distil.progress import progress_bar
@@ -46,8 +46,7 @@ def bert_config(layers: int, hidden: int, vocab_size: int, dropout: float, pad_i
 
 
 def check_pretrain(cfg: PretrainConfig) -> None:
-    if cfg.objective not in OBJECTIVES:
-        raise DistilError(f"pretrain.objective '{cfg.objective}' is unknown; use one of: {', '.join(OBJECTIVES)}")
+    check_choice("pretrain.objective", cfg.objective, OBJECTIVES)
     if cfg.mask_token_prob + cfg.random_token_prob > 1:
         raise DistilError(f"pretrain.mask_token_prob + pretrain.random_token_prob = "
                           f"{cfg.mask_token_prob + cfg.random_token_prob:g} is above 1; lower one of them")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from distil.config import StudentConfig
-from distil.errors import DistilError
+from distil.errors import DistilError, check_choice
 from distil.students.bilstm import BiLSTMClassifier
 from distil.students.bilstm_tagger import BiLSTMTagger
 from distil.students.heads import WithRepresentation, check_projection_place
@@ -82,8 +82,7 @@ def check_peer(cfg: StudentConfig, task: Task) -> None:
     if task.inputs != "text" or not task.has_classes:
         raise DistilError(f"student '{cfg.name}' classifies single texts and {task.name} gives "
                           f"{INPUT_NAMES[task.inputs]}; use a runner student (e.g. student=static)")
-    if cfg.targets not in TARGETS:
-        raise DistilError(f"student.targets '{cfg.targets}' is unknown; use one of: {', '.join(TARGETS)}")
+    check_choice("student.targets", cfg.targets, TARGETS)
 
 
 def check_tokens(cfg: StudentConfig, task: Task) -> None:

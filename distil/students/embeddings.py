@@ -26,7 +26,7 @@ from pathlib import Path
 
 import torch
 
-from distil.errors import DistilError
+from distil.errors import DistilError, check_choice
 
 METHODS = ("random", "svd", "pca", "file", "model2vec")
 UNUSED_TOKEN = re.compile(r"\[unused\d+\]")  # model2vec's token_remove_pattern
@@ -54,8 +54,7 @@ def initial_embeddings(
     teacher_embeddings ([V, D]) is needed for svd/pca; teacher_tokens (strings by teacher id) and vectors_file
     for file. Every problem the user can fix is raised as a one-line DistilError before any training starts.
     """
-    if method not in METHODS:
-        raise DistilError(f"unknown student.embedding_init '{method}'; use one of: {', '.join(METHODS)}")
+    check_choice("student.embedding_init", method, METHODS)
     if method in ("svd", "pca"):
         weights = _reduced_teacher(method, dim, teacher_ids, teacher_embeddings)
     elif method == "model2vec":
@@ -224,8 +223,7 @@ def _malformed(vectors_file: str, number: int, dim: int) -> DistilError:
 def check_embedding_init(method: str, dim: int, teacher_hidden_size: int | None, vectors_file: str | None,
                          reads_words: bool) -> None:
     """The size checks of `initial_embeddings`, cheap enough to run before any training."""
-    if method not in METHODS:
-        raise DistilError(f"student.embedding_init '{method}' is unknown; use one of: {', '.join(METHODS)}")
+    check_choice("student.embedding_init", method, METHODS)
     if method in ("svd", "pca", "model2vec") and reads_words:
         raise DistilError(f"student.embedding_init={method} reduces the teacher's wordpiece vectors, but this "
                           f"student reads whitespace words; use random or file")

@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from distil.errors import DistilError
+from distil.errors import DistilError, check_choice
 
 PLACES = ("side", "path")
 
@@ -74,8 +74,7 @@ def check_projection_place(place: str, family: type, inputs: str | None = None) 
     """`path` needs a student whose classifier is one linear layer over the state it projects
     (families say so with LINEAR_CLASSIFIER), and one state per example: a student reading a pair's
     sentences apart projects each sentence, and its classifier reads both."""
-    if place not in PLACES:
-        raise DistilError(f"schedule.projection '{place}' is unknown; use one of: {', '.join(PLACES)}")
+    check_choice("schedule.projection", place, PLACES)
     if place == "path" and inputs == "pair" and getattr(family, "READS_PAIRS_APART", False):
         raise DistilError(f"schedule.projection=path puts the projection under the classifier, but "
                           f"{family.__name__} projects each sentence of a pair apart while its classifier reads "

@@ -34,7 +34,7 @@ from typing import Any
 
 import pandas as pd
 
-from distil.errors import DistilError
+from distil.errors import DistilError, check_choice
 from distil.markdown import to_markdown
 from distil.tables import orderings
 from distil.tables.cells import NOT_RUN, NOT_TIMED, runs_of, waiting
@@ -123,16 +123,14 @@ def check_renderable(preset: TablePreset) -> None:
                           f"must be student.<split>.<metric> (e.g. student.test.f1), not '{preset.value}'")
     if preset.plot:
         kind = preset.plot.get("kind", "line")
-        if kind not in PLOTS:
-            raise DistilError(f"table {preset.name}: plot kind '{kind}' is not one of: {', '.join(PLOTS)}")
+        check_choice(f"table {preset.name}: plot kind", kind, PLOTS)
         if kind == "scatter" and not preset.plot.get("x"):
             raise DistilError(f"table {preset.name}: a scatter plot needs x: a metrics.json path "
                               "(e.g. {x: speed.speedup, y: student.test.f1, kind: scatter})")
         if preset.plot.get("frontier") not in FRONTIERS:
             raise DistilError(f"table {preset.name}: plot.frontier '{preset.plot['frontier']}' is not one of: "
                               f"lower_x (x is a latency), higher_x (x is a speed-up)")
-        if preset.plot.get("xscale", "linear") not in ("linear", "log"):
-            raise DistilError(f"table {preset.name}: plot.xscale '{preset.plot['xscale']}' is not one of: linear, log")
+        check_choice(f"table {preset.name}: plot.xscale", preset.plot.get("xscale", "linear"), ("linear", "log"))
         unknown = sorted(set(preset.plot.get("paper_x") or {}) - {row.label for row in preset.rows})
         if unknown:
             raise DistilError(f"table {preset.name}: plot.paper_x names rows the table does not have: "

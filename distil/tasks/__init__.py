@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from distil.errors import DistilError
+from distil.errors import check_choice
 from distil.tasks.base import NO_LABEL, Task
 from distil.tasks.classification import ClassificationTask
 from distil.tasks.pair import PairTask
@@ -15,8 +15,7 @@ TASKS = {"classification": ClassificationTask, "pair": PairTask, "tagging": Tagg
 
 def get_task(name: str, pair: bool = False) -> Task:
     """The task called `name`; `pair` says whether a regression task reads two texts."""
-    if name not in TASKS:
-        raise DistilError(f"unknown task '{name}'; use one of: {', '.join(TASKS)}")
+    check_choice("task", name, TASKS)
     return RegressionTask(pair) if name == "regression" else TASKS[name]()
 
 
