@@ -171,7 +171,6 @@ def _check_sampler(stage: StageConfig, batch_size: int, where: str) -> None:
                           f"set trainer.batch_size=2 or more")
 
 
-
 def run_schedule(
     schedule: ScheduleConfig,
     trainer: TrainerConfig,
