@@ -21,7 +21,7 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass
 
-from distil.tables.orderings import beyond_spread
+from distil.tables.orderings import beyond_spread, pooled_variance
 from distil.tables.preset import Cell
 
 STATIC, BILSTM, MODEL2VEC = "static (model2vec-style)", "BiLSTM (Mukherjee)", "peer: model2vec (labels)"
@@ -81,7 +81,8 @@ def speed_target(name: str, rows: dict, slow: str, fast: str, field: str, requir
 def frontier_target(rows: dict[str, list[dict]]) -> Target:
     """1 when no peer is more accurate than every runner student at least as fast, else 0. "More
     accurate" as every ordering this project states (distil.tables.orderings): beyond the spread
-    over seeds, or by the mean when either side has one seed. A peer below the mean of no faster
+    over seeds (the seed variance pooled over every timed row), or by the mean when either side has
+    one seed. A peer below the mean of no faster
     runner student but within the spread of the most accurate one is a tie, and the spread says so."""
     timed = {row: runs for row, runs in rows.items() if runs and all("timing" in run for run in runs)}
     peers = [row for row in timed if row.startswith(PEER_PREFIX)]
@@ -90,12 +91,13 @@ def frontier_target(rows: dict[str, list[dict]]) -> Target:
     if not peers or not ours:
         return Target(name, None, 1)
     beaten, tied = [], []
+    variance = pooled_variance(accuracies(runs) for runs in timed.values())  # one seed noise for the task
     for peer in peers:
         faster = [o for o in ours if latency(timed[o]) <= latency(timed[peer])]
         if any(accuracy(timed[o]) >= accuracy(timed[peer]) for o in faster):
             continue
         rival = max(faster, key=lambda o: accuracy(timed[o])) if faster else None
-        if rival is not None and beyond_spread(accuracies(timed[peer]), accuracies(timed[rival])) is False:
+        if rival is not None and beyond_spread(accuracies(timed[peer]), accuracies(timed[rival]), variance) is False:
             tied.append(f"{peer} ({described(timed[peer])}; {rival}: {described(timed[rival])})")
         else:
             beaten.append(f"{peer} ({nearest(peer, timed, ours)})")

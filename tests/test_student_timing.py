@@ -154,6 +154,21 @@ def test_a_peer_within_the_spread_of_a_faster_runner_student_is_a_tie_not_a_loss
     assert targets(cells_of([0.815]))[-1].met is False
 
 
+def test_the_frontier_judges_a_peer_by_the_seed_noise_pooled_over_every_timed_row():
+    from distil.frontier_targets import BILSTM, targets
+
+    setfit, slower = "peer: SetFit (labels)", "a slower runner student"
+    runs = {(BILSTM, 1): frontier_run(0.81, 3.0, [1.0], [1.0]), (BILSTM, 2): frontier_run(0.81, 3.0, [1.0], [1.0]),
+            (setfit, 1): frontier_run(0.82, 10.0, [1.0], [1.0]), (setfit, 2): frontier_run(0.82, 10.0, [1.0], [1.0]),
+            (slower, 1): frontier_run(0.70, 20.0, [1.0], [1.0]), (slower, 2): frontier_run(0.74, 20.0, [1.0], [1.0])}
+    cells = [Cell(row=row, column=None, seed=seed, overrides=[], key=f"{row}{seed}", metrics=metrics)
+             for (row, seed), metrics in runs.items()]
+    # the peer leads the BiLSTM by 1 point, each on two seeds that agree exactly; pooled with the
+    # slower student's spread (variance 8) the seed variance is 8/3, 2 standard errors 3.27: a tie.
+    # The two rows' own spread (0) would call any lead beyond it
+    assert targets(cells)[-1].met is True
+
+
 def test_the_static_accuracy_target_takes_the_schedule_best_on_dev_and_reports_its_test():
     from distil.frontier_targets import targets
 

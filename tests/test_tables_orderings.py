@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from distil.tables.preset import Axis, Cell, Scale, TablePreset
 from distil.tables.render import write_table
 
@@ -21,26 +23,28 @@ COLUMNS = ["RNN", "no distil.", "distil."]
 PAPER = {"AG": {"RNN": 85.03, "no distil.": 85.85, "distil.": 90.45},
          "IMDB": {"RNN": 52.94, "no distil.": 61.53, "distil.": 89.08}}
 CELLS = [
-    # AG: distil. 84.50 ± 1.41 against no distil. 81.50 ± 0.71: +3.00 > 2 x 1.12 (the standard error
-    # sqrt(2.0/2 + 0.5/2)); with the stds themselves (2 x 1.58) it would be within
-    run("AG", "distil.", 1, 0.835), run("AG", "distil.", 2, 0.855),
-    run("AG", "no distil.", 1, 0.81), run("AG", "no distil.", 2, 0.82),
-    # no distil. 81.50 against RNN 84.00 ± 2.83: -2.50, within 2 x 2.06
-    run("AG", "RNN", 1, 0.82), run("AG", "RNN", 2, 0.86),
+    # AG: distil. 84.00 and no distil. 83.50, each on two seeds that agree exactly, and RNN 80.00 ± 2.83:
+    # the seed variance pooled over the row is (0 + 0 + 8) / 3, the standard error of a difference of
+    # two-seed means sqrt(8/3) = 1.63, twice it 3.27. distil. - no distil. = +0.50 is within it (the
+    # pair's own spread, 0, would call it beyond); no distil. - RNN = +3.50 is beyond it (the pair's
+    # own, 2 x sqrt(0/2 + 8/2) = 4, would call it within)
+    run("AG", "distil.", 1, 0.84), run("AG", "distil.", 2, 0.84),
+    run("AG", "no distil.", 1, 0.835), run("AG", "no distil.", 2, 0.835),
+    run("AG", "RNN", 1, 0.78), run("AG", "RNN", 2, 0.82),
     # IMDB: one seed each, reversed; RNN not run, so its pair is left out
     run("IMDB", "distil.", 1, 0.70), run("IMDB", "no distil.", 1, 0.75),
 ]
 
 
-def test_columns_are_ranked_within_each_row_and_judged_by_the_standard_error(tmp_path):
+def test_columns_are_ranked_within_each_row_and_judged_by_the_seed_variance_pooled_over_the_row(tmp_path):
     write_table(preset("columns", ["AG", "IMDB"], COLUMNS, PAPER), CELLS, tmp_path)
     text = (tmp_path / "paper-table10.md").read_text()
     assert ("**Orderings against the paper's** (within each row, each pair of neighbours in the paper's order, "
-            "the paper's better one first; our difference; \"beyond the spread\": more than 2 standard errors "
-            "over seeds).\nThe paper's order holds in 1 of 3 pairs: 1 beyond the spread, 0 reversed beyond "
-            "the spread, 1 on one seed (not judged).\n\n"
-            "- AG: distil. > no distil.: holds (+3.00, beyond the spread); "
-            "no distil. > RNN: reversed (-2.50, within the spread)\n"
+            "the paper's better one first; our difference; \"beyond the spread\": more than 2 standard errors, "
+            "the seed variance pooled over the row).\nThe paper's order holds in 2 of 3 pairs: 1 beyond the "
+            "spread, 0 reversed beyond the spread, 1 on one seed (not judged).\n\n"
+            "- AG: distil. > no distil.: holds (+0.50, within the spread); "
+            "no distil. > RNN: holds (+3.50, beyond the spread)\n"
             "- IMDB: distil. > no distil.: reversed (-5.00, one seed, not judged)\n") in text
 
 
@@ -71,3 +75,18 @@ def test_a_difference_is_beyond_the_spread_past_two_standard_errors_of_it():
     assert beyond_spread([1.82, 3.82], [-1.0, 1.0]) is False  # means 2.82 apart
     assert beyond_spread([1.83, 3.83], [-1.0, 1.0]) is True  # 2.83 apart
     assert beyond_spread([1.0, 3.0, 2.0], [0.0]) is None  # one value: nothing to judge
+    # a pooled variance given: 0.5 over n 2 and 2 makes the standard error 0.707, twice it 1.414
+    assert beyond_spread([1.0, 1.0], [-0.4, -0.4], variance=0.5) is False  # 1.40 apart
+    assert beyond_spread([1.0, 1.0], [-0.42, -0.42], variance=0.5) is True  # 1.42 apart
+
+
+def test_the_seed_variance_is_pooled_by_degrees_of_freedom():
+    from distil.tables.orderings import beyond_spread, pooled_variance
+
+    # variances 2 (n 2, 1 degree) and 1/3 (n 4, 3 degrees): (1 x 2 + 3 x 1/3) / 4 = 0.75, not their
+    # plain mean 1.17; a one-value sample adds nothing, and with none left there is no estimate
+    assert pooled_variance([[1.0, 3.0], [0.0, 1.0, 0.0, 1.0], [9.0]]) == pytest.approx(0.75)
+    assert pooled_variance([[9.0], []]) is None
+    # by default a pair pools its own two: 0.75 over n 2 and 4 gives 2 x sqrt(0.75 x 0.75) = 1.5
+    assert beyond_spread([1.0, 3.0], [-0.1, 0.9, -0.1, 0.9]) is True  # 1.6 apart
+    assert beyond_spread([1.0, 3.0], [0.1, 1.1, 0.1, 1.1]) is False  # 1.4 apart
