@@ -17,9 +17,17 @@ def did_you_mean(name: object, choices: Iterable[object]) -> str:
     return f" (did you mean '{by_folded[close[0]]}'?)" if close else ""
 
 
-def check_choice(setting: str, value: object, choices: Iterable[object]) -> None:
-    """A setting with a closed set of values: one message for all of them, naming the closest."""
+def unknown_choice(setting: str, value: object, choices: Iterable[object], where: str = "", more: str = "") -> str:
+    """The one wording for a value outside a closed set: `<where>: unknown <setting> '<value>' (did
+    you mean '<closest>'?); choose one of: <choices><more>`. None is shown as YAML writes it, null."""
+    choices = list(choices)
+    names = ", ".join("null" if choice is None else str(choice) for choice in choices)
+    prefix = f"{where}: " if where else ""
+    return f"{prefix}unknown {setting} '{value}'{did_you_mean(value, choices)}; choose one of: {names}{more}"
+
+
+def check_choice(setting: str, value: object, choices: Iterable[object], where: str = "", more: str = "") -> None:
+    """A setting with a closed set of values: one message for all of them (unknown_choice)."""
     choices = list(choices)
     if value not in choices:
-        raise DistilError(f"{setting} '{value}' is unknown{did_you_mean(value, choices)}; "
-                          f"use one of: {', '.join(map(str, choices))}")
+        raise DistilError(unknown_choice(setting, value, choices, where, more))

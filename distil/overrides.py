@@ -21,7 +21,7 @@ from hydra.core.override_parser.types import ChoiceSweep, Override
 from omegaconf import DictConfig
 
 from distil.config import Config
-from distil.errors import did_you_mean
+from distil.errors import did_you_mean, unknown_choice
 
 CONFIG_DIR_ENV = "DISTIL_CONFIG_DIR"  # os.pathsep-separated directories of the user's own YAML
 SEARCHPATH = "hydra.searchpath"
@@ -95,8 +95,7 @@ def check_overrides(args: list[str], conf_dir: Path) -> str | None:
             options = group_options(dirs, key)
             for option in values:
                 if str(option) not in options:
-                    return (f"unknown {key} '{option}'{did_you_mean(option, options)}; "
-                            f"choose one of: {', '.join(options)}")
+                    return unknown_choice(key, option, options)
         else:  # `+key=v` too: it may add to a free-form map (dataset.files, schedule.weights), not to the schema
             problem = _check_key(key.split("."))
             if problem:

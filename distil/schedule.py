@@ -143,10 +143,10 @@ def validate_schedule(schedule: ScheduleConfig, trainer: TrainerConfig, task: Ta
         if bad_data or not stage.data:
             raise DistilError(f"{where}: data must list some of {', '.join(STAGE_DATA)} (got {list(stage.data)})")
         task.check_losses(stage.losses, where)
-        check_choice(f"{where}: unfreeze", stage.unfreeze, UNFREEZE)
-        check_choice(f"{where}: select", stage.select, SELECT)
+        check_choice("unfreeze", stage.unfreeze, UNFREEZE, where)
+        check_choice("select", stage.select, SELECT, where)
         _check_reductions(stage, where)
-        check_choice(f"{where}: teacher_rows", stage.teacher_rows, TEACHER_ROWS)
+        check_choice("teacher_rows", stage.teacher_rows, TEACHER_ROWS, where)
         _check_sampler(stage, batch_size, where)
 
 
@@ -157,12 +157,11 @@ def _check_reductions(stage: StageConfig, where: str) -> None:
         if name not in stage.losses:
             raise DistilError(f"{where}: reduction names {name}, which the stage does not use; "
                               f"remove it or add the loss")
-        if reduction not in REDUCTIONS:
-            raise DistilError(f"{where}: reduction '{reduction}' for {name} is unknown; use mean or sum")
+        check_choice(f"{name} reduction", reduction, REDUCTIONS, where)
 
 
 def _check_sampler(stage: StageConfig, batch_size: int, where: str) -> None:
-    check_choice(f"{where}: sampler", stage.sampler, SAMPLERS)
+    check_choice("sampler", stage.sampler, SAMPLERS, where)
     if stage.sampler == "balanced" and sorted(stage.data) != sorted(STAGE_DATA):
         raise DistilError(f"{where}: sampler 'balanced' needs data [labeled, transfer] "
                           f"(got {list(stage.data)}); use sampler: shuffle")

@@ -137,7 +137,7 @@ def test_n_iter_defaults_to_20_for_sentences_and_10_for_pairs():
     ({"source": "file"}, {"task": "pair"}, "use augment.source=labeled or transfer"),
     ({}, {"language": "de"}, "is de; set augment.p_pos=0 to augment with masking and n-gram sampling only"),
     ({}, {"task": "tagging", "languages": ["de", "nl"]}, "use augment=none"),
-    ({"source": "pool"}, {}, "augment.source 'pool' is unknown; use one of: labeled, transfer, file"),
+    ({"source": "pool"}, {}, "unknown augment.source 'pool'; choose one of: labeled, transfer, file"),
 ])
 def test_bad_settings_fail_before_any_data_is_read(augment, dataset, message):
     data = DatasetConfig(name="mine", **dataset)

@@ -118,7 +118,7 @@ def distil_in_process(args, cwd, monkeypatch, capsys) -> tuple[int, str, str]:
         (["dataset.files.dev=missing.tsv"], "not found; check paths.data_dir and dataset.files"),
         (["dataset.label_column=sentiment"], "no column 'sentiment'; set dataset.label_column"),
         (["teacher=bert-base"], "not available offline: set teacher.name_or_path="),
-        (["student.vocabulary=all"], "student.vocabulary 'all' is unknown; use trimmed or full"),
+        (["student.vocabulary=all"], "unknown student.vocabulary 'all'; choose one of: trimmed, full"),
         (["student=rnn", "student.vocabulary=full"], "student.vocabulary=full keeps every teacher wordpiece but "
                                                      "this student reads words; set student.vocabulary=trimmed "
                                                      "or student.tokens=wordpieces"),

@@ -182,6 +182,7 @@ def test_extra_test_splits_are_capped_like_test(tmp_path):
 def test_a_split_name_that_is_neither_train_dev_test_nor_test_extra(three_files):
     data_dir, files = three_files
     cfg = dataset_cfg(files={**files, "tset": "test.tsv"})
-    with pytest.raises(DistilError, match=r"dataset 't': split 'tset' in dataset.files is unknown; use train, dev, "
-                                          r"test, or test_<name> for a split that is only reported"):
+    with pytest.raises(DistilError, match=r"dataset 't': dataset.files: unknown split 'tset' \(did you mean "
+                                          r"'test'\?\); choose one of: train, dev, test, or test_<name> for a "
+                                          r"split that is only reported"):
         build_task_data(cfg, transfer(), str(data_dir), seed=1)

@@ -177,7 +177,7 @@ def error_cases(teacher, tokens, tmp_path):
     nan_teacher[7, 2] = float("nan")
     file_kwargs = {"teacher_tokens": tokens}
     return dict(zip(ERRORS, [
-        ("glove", {}, "student.embedding_init 'glove' is unknown; use one of: random, svd, pca, file"),
+        ("glove", {}, "unknown student.embedding_init 'glove'; choose one of: random, svd, pca, file"),
         ("svd", {"dim": 17, "teacher_embeddings": teacher},
          "student.embedding_init=svd: embedding_dim 17 is larger than the teacher's hidden size 16; "
          "lower student.embedding_dim to at most 16"),

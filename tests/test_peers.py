@@ -126,9 +126,9 @@ def test_a_peer_learns_gold_labels_and_the_teachers_argmax_on_transfer(tmp_path,
 @pytest.mark.parametrize("args,message", [
     (["student=peer-tfidf", "dataset=toy-pair"], "student 'peer-tfidf' classifies single texts and pair gives "
                                                  "text pairs; use a runner student (e.g. student=static)"),
-    (["student=peer-tfidf", "student.peer=svm"], "student.peer 'svm' is unknown; use one of: tfidf, fasttext, "
+    (["student=peer-tfidf", "student.peer=svm"], "unknown student.peer 'svm'; choose one of: tfidf, fasttext, "
                                                  "model2vec, setfit"),
-    (["student=peer-tfidf", "student.targets=gold"], "student.targets 'gold' is unknown; use one of: labels, teacher"),
+    (["student=peer-tfidf", "student.targets=gold"], "unknown student.targets 'gold'; choose one of: labels, teacher"),
 ], ids=["pairs", "unknown-peer", "unknown-targets"])
 def test_a_peer_that_cannot_run_is_one_line(tmp_path, monkeypatch, capsys, args, message):
     from tests.test_errors import one_line_error

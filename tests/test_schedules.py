@@ -320,12 +320,12 @@ def test_labels_only_stages_get_their_own_epoch_budget(smoke_cfg):
 
 
 @pytest.mark.parametrize("override,message", [
-    ("schedule.stages.0.reduction={logit_mse: max}", "reduction 'max' for logit_mse is unknown; use mean or sum"),
+    ("schedule.stages.0.reduction={logit_mse: max}", "unknown logit_mse reduction 'max'; choose one of: mean, sum"),
     ("++schedule.stages.0.reduction.ce=sum", "reduction applies to logit_mse, repr_mse, repr_kl"),
     ("++schedule.stages.0.reduction.repr_kl=sum", "reduction names repr_kl, which the stage does not use"),
     ("schedule.stages.0.sampler=balanced", "sampler 'balanced' needs data [labeled, transfer]"),
-    ("schedule.stages.0.sampler=even", "sampler 'even' is unknown; use one of: shuffle, balanced"),
-    ("schedule.stages.0.sampler=shufle", "sampler 'shufle' is unknown (did you mean 'shuffle'?); use one of: "),
+    ("schedule.stages.0.sampler=even", "unknown sampler 'even'; choose one of: shuffle, balanced"),
+    ("schedule.stages.0.sampler=shufle", "unknown sampler 'shufle' (did you mean 'shuffle'?); choose one of: "),
 ])
 def test_bad_stage_settings_fail_before_training(smoke_cfg, override, message):
     cfg = smoke_cfg("schedule=d1", override)

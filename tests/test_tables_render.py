@@ -312,7 +312,7 @@ def test_a_scatters_reference_rows_are_drawn_apart_and_its_x_axis_reads_in_words
     ({"rows_from": "languages", "value": "f1"},
      "table paper-table3: rows_from: languages reads student.<split>.per_language, so value must be "
      "student.<split>.<metric> (e.g. student.test.f1), not 'f1'"),
-    ({"plot": {"kind": "bars"}}, "table paper-table3: plot kind 'bars' is unknown; use one of: line, scatter"),
+    ({"plot": {"kind": "bars"}}, "table paper-table3: unknown plot kind 'bars'; choose one of: line, scatter"),
     ({"plot": {"kind": "scatter"}}, "table paper-table3: a scatter plot needs x: a metrics.json path "
                                     "(e.g. {x: speed.speedup, y: student.test.f1, kind: scatter})"),
     ({"plot": {"kind": "scatter", "x": "speed.speedup", "paper_x": {"D9": 3.0}}},

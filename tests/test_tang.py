@@ -106,7 +106,7 @@ def test_tokens_setting_chooses_words_or_wordpieces():
 
 @pytest.mark.parametrize("overrides,task,message", [
     (["student.tokens=characters"], "classification",
-     "student.tokens 'characters' is unknown; use words or wordpieces"),
+     "unknown student.tokens 'characters'; choose one of: words, wordpieces"),
     ([], "pair", "student 'tang' cannot do pair"),
     (["student=siamese", "student.tokens=words"], "pair",
      "student.tokens=words reads one whitespace-split text but pair gives text pairs; set student.tokens=wordpieces"),

@@ -311,7 +311,7 @@ def test_unknown_cache_layer_policy_is_one_clear_error(smoke_cfg):
     from distil.pipeline import layer_to_cache
     from distil.tasks import get_task
 
-    with pytest.raises(DistilError, match="teacher.cache_layer 'always' is unknown; use one of: auto, needed"):
+    with pytest.raises(DistilError, match="unknown teacher.cache_layer 'always'; choose one of: auto, needed"):
         layer_to_cache(smoke_cfg("teacher.cache_layer=always").teacher, get_task("classification"), False)
 
 

@@ -105,8 +105,8 @@ def read_text_lines(file: Path) -> list[str]:
 
 
 def _check_config(cfg: DatasetConfig) -> None:
-    check_choice(f"dataset '{cfg.name}': task", cfg.task, TASKS)
-    check_choice(f"dataset '{cfg.name}': format", cfg.format, FORMATS)
+    check_choice("task", cfg.task, TASKS, where=f"dataset '{cfg.name}'")
+    check_choice("format", cfg.format, FORMATS, where=f"dataset '{cfg.name}'")
     task = make_task(cfg)
     if task.inputs == "pair" and not cfg.text_pair_column:
         raise DistilError(f"dataset '{cfg.name}': a pair task needs dataset.text_pair_column")
@@ -116,9 +116,9 @@ def _check_config(cfg: DatasetConfig) -> None:
         raise DistilError(f"dataset '{cfg.name}': format 'conll' holds tagging data only; set dataset.task=tagging")
     for where, names in (("dataset.files", cfg.files), ("dataset.hub.splits", cfg.hub.splits if cfg.hub else {})):
         for split in names:
-            if split not in SHIPPED_SPLITS and not is_extra_test(split):
-                raise DistilError(f"dataset '{cfg.name}': split '{split}' in {where} is unknown; use train, dev, "
-                                  f"test, or {EXTRA_TEST_PREFIX}<name> for a split that is only reported")
+            if not is_extra_test(split):  # any extra_test_<name> is a split too, so it is no closed set
+                check_choice("split", split, SHIPPED_SPLITS, where=f"dataset '{cfg.name}': {where}",
+                             more=f", or {EXTRA_TEST_PREFIX}<name> for a split that is only reported")
 
 
 def _load_local(cfg: DatasetConfig, root: Path) -> dict[str, datasets.Dataset]:

@@ -29,7 +29,7 @@ from safetensors.torch import load_file, save_file
 
 from distil.config import as_plain_dict
 from distil.data.batching import length_bucketed_batches, pad, shuffled_batches
-from distil.errors import DistilError
+from distil.errors import DistilError, check_choice
 from distil.losses import representation_cosine
 from distil.pretrain.corpus import lines_digest, read_lines
 from distil.progress import progress_bar
@@ -48,8 +48,7 @@ LAYOUT_VERSION = 1
 
 
 def check_agnostic(cfg) -> None:
-    if cfg.pooling not in POOLINGS:
-        raise DistilError(f"agnostic.pooling '{cfg.pooling}' is unknown; use {' or '.join(POOLINGS)}")
+    check_choice("agnostic.pooling", cfg.pooling, POOLINGS)
 
 
 def sentence_vectors(encoder, ids: list[list[int]], pad_id: int, pooling: str, batch_size: int = 128,

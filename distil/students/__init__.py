@@ -86,10 +86,9 @@ def check_peer(cfg: StudentConfig, task: Task) -> None:
 
 
 def check_tokens(cfg: StudentConfig, task: Task) -> None:
-    if cfg.tokens is not None and cfg.tokens not in TOKENS:
-        raise DistilError(f"student.tokens '{cfg.tokens}' is unknown; use {' or '.join(TOKENS)}")
-    if cfg.vocabulary not in VOCABULARIES:
-        raise DistilError(f"student.vocabulary '{cfg.vocabulary}' is unknown; use {' or '.join(VOCABULARIES)}")
+    if cfg.tokens is not None:  # null: the student's default for its kind
+        check_choice("student.tokens", cfg.tokens, TOKENS)
+    check_choice("student.vocabulary", cfg.vocabulary, VOCABULARIES)
     if cfg.vocabulary == "full" and reads_words(cfg):
         raise DistilError("student.vocabulary=full keeps every teacher wordpiece but this student reads words; "
                           "set student.vocabulary=trimmed or student.tokens=wordpieces")

@@ -17,7 +17,7 @@ from pathlib import Path
 import torch
 from omegaconf import open_dict
 
-from distil.errors import DistilError
+from distil.errors import DistilError, check_choice
 from distil.students.vocab import PAD, UNK, TrimmedVocab
 
 log = logging.getLogger(__name__)
@@ -69,8 +69,7 @@ def vocab_digest(tokenizer) -> str:
 
 
 def check_student_init(schedule_init: str, student_cfg) -> None:
-    if schedule_init not in INIT:
-        raise DistilError(f"schedule.student_init '{schedule_init}' is unknown; use {' or '.join(INIT)}")
+    check_choice("schedule.student_init", schedule_init, INIT)
     starts_pretrained = schedule_init == "pretrained" or student_cfg.name_or_path is not None
     if student_cfg.name_or_path is not None and student_cfg.kind != "transformer":
         raise DistilError(f"student.name_or_path starts a Transformer student from a pre-trained BERT, and student "

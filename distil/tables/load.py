@@ -16,7 +16,7 @@ import yaml
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from distil.errors import DistilError, did_you_mean
+from distil.errors import DistilError, check_choice, unknown_choice
 from distil.overrides import CONFIG_DIR_ENV
 from distil.tables.preset import BENCHES, COMPARES, FORMATS, KINDS, READS, ROWS_FROM, SCALES, SETS, Axis, TablePreset
 
@@ -73,9 +73,8 @@ def preset_path(path_or_name: str | Path) -> Path:
         return path
     files = preset_files()
     if str(path_or_name) not in files:
-        raise DistilError(f"unknown table preset '{path_or_name}'{did_you_mean(path_or_name, files)}; "
-                          f"choose one of: {', '.join(files) or '(none)'} "
-                          f"(distil-table --list describes them)")
+        raise DistilError(unknown_choice("table preset", path_or_name, files or ["(none)"],
+                                         more=" (distil-table --list describes them)"))
     return files[str(path_or_name)]
 
 
@@ -98,8 +97,8 @@ def _axis(entry: Any, where: str) -> Axis:
         raise DistilError(f"table preset {where} must be {{label: <text>, overrides: [...]}} (a sweep's column may "
                           f"add value: <metrics.json path>, format: <format>); fix the file")
     if entry.get("format") is not None:
-        _check_choice(f"table preset {where}", "format", entry["format"], FORMATS)
-    _check_choice(f"table preset {where}", "reads", entry.get("reads", "student"), READS)
+        check_choice("format", entry["format"], FORMATS, where=f"table preset {where}")
+    check_choice("reads", entry.get("reads", "student"), READS, where=f"table preset {where}")
     overrides = entry.get("overrides") or []
     per_scale = overrides.values() if isinstance(overrides, dict) else [overrides]
     if isinstance(overrides, dict) and set(overrides) - set(SCALES):
@@ -115,16 +114,16 @@ def _axis(entry: Any, where: str) -> Axis:
 def check_preset(preset: TablePreset, source: Path | str) -> None:
     """The choices a preset makes, and the sweep it describes, are ones the runner knows."""
     where = f"table preset {source}"
-    _check_choice(where, "kind", preset.kind, KINDS)
-    _check_choice(where, "format", preset.format, FORMATS)
-    _check_choice(where, "rows_from", preset.rows_from, ROWS_FROM)
-    _check_choice(where, "set", preset.set, SETS)
-    _check_choice(where, "bench", preset.bench, tuple(BENCHES))
-    _check_choice(where, "compare", preset.compare, COMPARES)
+    check_choice("kind", preset.kind, KINDS, where=where)
+    check_choice("format", preset.format, FORMATS, where=where)
+    check_choice("rows_from", preset.rows_from, ROWS_FROM, where=where)
+    check_choice("set", preset.set, SETS, where=where)
+    check_choice("bench", preset.bench, tuple(BENCHES), where=where)
+    check_choice("compare", preset.compare, COMPARES, where=where)
     if preset.compare is not None and preset.kind != "sweep":
         raise DistilError(f"{where}: compare ranks the runs of a sweep; a {preset.kind} table has none: remove it")
     for scale in preset.scales:
-        _check_choice(where, "scale", scale, SCALES)
+        check_choice("scale", scale, SCALES, where=where)
     if preset.name != Path(source).stem:
         raise DistilError(f"{where} says name: {preset.name}; a preset's name is its file name "
                           f"({Path(source).stem}): rename one of them")
@@ -133,7 +132,7 @@ def check_preset(preset: TablePreset, source: Path | str) -> None:
     if preset.select is not None:
         _check_select(preset, where)
     _check_paper_values(preset, where)
-    _check_empty(preset, where)
+    _check_cells(preset, where, "empty", preset.empty)  # a typo in `empty` would hide a number
 
 
 def _check_select(preset: TablePreset, where: str) -> None:
@@ -148,12 +147,6 @@ def _check_select(preset: TablePreset, where: str) -> None:
     if not (isinstance(by, str) and by.split(".")[1:2] == ["dev"]):
         raise DistilError(f"{where}: select.by must be a dev score (e.g. student.dev.accuracy), not '{by}': "
                           f"test sets are only reported; fix the preset")
-
-
-def _check_choice(where: str, field: str, value: Any, choices: tuple) -> None:
-    if value not in choices:
-        names = ", ".join("null" if c is None else c for c in choices)
-        raise DistilError(f"{where}: unknown {field} '{value}'{did_you_mean(value, choices)}; choose one of: {names}")
 
 
 AXIS_FIELDS = {"label", "overrides", "value", "format", "reads"}
@@ -177,11 +170,6 @@ def _check_paper_values(preset: TablePreset, where: str) -> None:
     """Every published number belongs to a row (and column) of ours, so none is silently dropped.
     Rows taken from the runs (rows_from) are only known once they have run."""
     _check_cells(preset, where, "paper_values", preset.paper_values, rows_known=preset.rows_from is None)
-
-
-def _check_empty(preset: TablePreset, where: str) -> None:
-    """Every cell `empty` names is a (row, column) of the table, so a typo cannot hide a number."""
-    _check_cells(preset, where, "empty", preset.empty)
 
 
 def _check_cells(preset: TablePreset, where: str, name: str, cells: dict, rows_known: bool = True) -> None:

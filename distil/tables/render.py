@@ -123,14 +123,15 @@ def check_renderable(preset: TablePreset) -> None:
                           f"must be student.<split>.<metric> (e.g. student.test.f1), not '{preset.value}'")
     if preset.plot:
         kind = preset.plot.get("kind", "line")
-        check_choice(f"table {preset.name}: plot kind", kind, PLOTS)
+        check_choice("plot kind", kind, PLOTS, where=f"table {preset.name}")
         if kind == "scatter" and not preset.plot.get("x"):
             raise DistilError(f"table {preset.name}: a scatter plot needs x: a metrics.json path "
                               "(e.g. {x: speed.speedup, y: student.test.f1, kind: scatter})")
         if preset.plot.get("frontier") not in FRONTIERS:
             raise DistilError(f"table {preset.name}: plot.frontier '{preset.plot['frontier']}' is not one of: "
                               f"lower_x (x is a latency), higher_x (x is a speed-up)")
-        check_choice(f"table {preset.name}: plot.xscale", preset.plot.get("xscale", "linear"), ("linear", "log"))
+        check_choice("plot.xscale", preset.plot.get("xscale", "linear"), ("linear", "log"),
+                     where=f"table {preset.name}")
         unknown = sorted(set(preset.plot.get("paper_x") or {}) - {row.label for row in preset.rows})
         if unknown:
             raise DistilError(f"table {preset.name}: plot.paper_x names rows the table does not have: "
