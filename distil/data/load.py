@@ -116,7 +116,7 @@ def _check_config(cfg: DatasetConfig) -> None:
         raise DistilError(f"dataset '{cfg.name}': format 'conll' holds tagging data only; set dataset.task=tagging")
     for where, names in (("dataset.files", cfg.files), ("dataset.hub.splits", cfg.hub.splits if cfg.hub else {})):
         for split in names:
-            if not is_extra_test(split):  # any extra_test_<name> is a split too, so it is no closed set
+            if not is_extra_test(split):  # any test_<name> (EXTRA_TEST_PREFIX) is a split too: no closed set
                 check_choice("split", split, SHIPPED_SPLITS, where=f"dataset '{cfg.name}': {where}",
                              more=f", or {EXTRA_TEST_PREFIX}<name> for a split that is only reported")
 
