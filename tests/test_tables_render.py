@@ -317,7 +317,10 @@ def test_a_scatters_reference_rows_are_drawn_apart_and_its_x_axis_reads_in_words
                                     "(e.g. {x: speed.speedup, y: student.test.f1, kind: scatter})"),
     ({"plot": {"kind": "scatter", "x": "speed.speedup", "paper_x": {"D9": 3.0}}},
      "table paper-table3: plot.paper_x names rows the table does not have: D9; use the labels of rows:"),
-], ids=["languages-value", "plot-kind", "scatter-x", "paper-x-row"])
+    ({"plot": {"kind": "scatter", "x": "speed.speedup", "frontier": "lower"}},
+     "table paper-table3: unknown plot.frontier 'lower' (did you mean 'lower_x'?); choose one of: null, lower_x, "
+     "higher_x (lower_x: x is a latency; higher_x: x is a speed-up)"),
+], ids=["languages-value", "plot-kind", "scatter-x", "paper-x-row", "frontier"])
 def test_a_preset_that_cannot_be_rendered_is_one_line_before_any_file_is_written(tmp_path, fields, message):
     with pytest.raises(DistilError) as error:
         write_table(preset(**fields), SEEDED, tmp_path)

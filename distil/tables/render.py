@@ -127,9 +127,8 @@ def check_renderable(preset: TablePreset) -> None:
         if kind == "scatter" and not preset.plot.get("x"):
             raise DistilError(f"table {preset.name}: a scatter plot needs x: a metrics.json path "
                               "(e.g. {x: speed.speedup, y: student.test.f1, kind: scatter})")
-        if preset.plot.get("frontier") not in FRONTIERS:
-            raise DistilError(f"table {preset.name}: plot.frontier '{preset.plot['frontier']}' is not one of: "
-                              f"lower_x (x is a latency), higher_x (x is a speed-up)")
+        check_choice("plot.frontier", preset.plot.get("frontier"), FRONTIERS, where=f"table {preset.name}",
+                     more=" (lower_x: x is a latency; higher_x: x is a speed-up)")
         check_choice("plot.xscale", preset.plot.get("xscale", "linear"), ("linear", "log"),
                      where=f"table {preset.name}")
         unknown = sorted(set(preset.plot.get("paper_x") or {}) - {row.label for row in preset.rows})
