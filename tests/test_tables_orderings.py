@@ -46,6 +46,11 @@ def test_columns_are_ranked_within_each_row_and_judged_by_the_seed_variance_pool
             "- AG: distil. > no distil.: holds (+0.50, within the spread); "
             "no distil. > RNN: holds (+3.50, beyond the spread)\n"
             "- IMDB: distil. > no distil.: reversed (-5.00, one seed, not judged)\n") in text
+    # the pool the verdicts used, printed: s = sqrt(8/3) on 1 + 1 + 1 degrees; IMDB has no spread
+    assert text.count("Seed spread pooled") == 1
+    assert ("Seed spread pooled over each row: the pooled sample std s, its degrees of freedom, and the 2 "
+            "standard errors a difference of two means must pass: AG s = 1.63 on 3 df, 2 SE = 3.27 "
+            "(means of 2 seeds).\n") in text
 
 
 def test_rows_are_ranked_within_each_column_and_a_paper_tie_states_no_order(tmp_path):
@@ -90,3 +95,28 @@ def test_the_seed_variance_is_pooled_by_degrees_of_freedom():
     # by default a pair pools its own two: 0.75 over n 2 and 4 gives 2 x sqrt(0.75 x 0.75) = 1.5
     assert beyond_spread([1.0, 3.0], [-0.1, 0.9, -0.1, 0.9]) is True  # 1.6 apart
     assert beyond_spread([1.0, 3.0], [0.1, 1.1, 0.1, 1.1]) is False  # 1.4 apart
+
+
+def test_a_teacher_row_is_left_out_of_the_columns_pool(tmp_path):
+    # Wu Table 1's BERT row read from the students' runs: its two seeds are two teacher fine-tunes
+    # (80 apart here), a noise the students' comparison must not borrow. Students A 81, 83 and B 78,
+    # 80 pool to s^2 = 2 on 2 df, 2 SE = 2.83: A - B = +3.00 is beyond it. With the teacher's
+    # variance (162) in the pool, 2 SE would be 14.9 and the same +3.00 within.
+    def both(row, seed, student, teacher):
+        return Cell(row=row, column="SST-2", seed=seed, overrides=[], key=f"{row}-{seed}",
+                    metrics={"status": "ok", "student": {"test": {"accuracy": student}},
+                             "teacher": {"test": {"accuracy": teacher}}})
+    table = TablePreset(name="wu-table1", paper="Wu et al. (2019)", table="Table 1", title="SRA",
+                        scales={"cpu": Scale(seeds=[1, 2])},
+                        rows=[Axis("BERT", reads="teacher"), Axis("A"), Axis("B")], columns=[Axis("SST-2")],
+                        paper_values={"BERT": {"SST-2": 93.5}, "A": {"SST-2": 90.0}, "B": {"SST-2": 84.5}},
+                        compare="rows")
+    cells = [both("BERT", 1, 0.0, 0.89), both("BERT", 2, 0.0, 0.71),
+             both("A", 1, 0.81, 0.5), both("A", 2, 0.83, 0.5), both("B", 1, 0.78, 0.5), both("B", 2, 0.80, 0.5)]
+    write_table(table, cells, tmp_path)
+    text = (tmp_path / "wu-table1.md").read_text()
+    assert ("- SST-2: BERT > A: reversed (-2.00, within the spread); A > B: holds (+3.00, beyond the spread)\n"
+            in text)
+    assert ("Seed spread pooled over each column (the teacher's row left out): the pooled sample std s, its "
+            "degrees of freedom, and the 2 standard errors a difference of two means must pass: "
+            "SST-2 s = 1.41 on 2 df, 2 SE = 2.83 (means of 2 seeds).") in text

@@ -11,9 +11,13 @@ the paper's order (the paper's better one first) whose two entries both have our
     seed variance pooled over every entry of the row or column the pair is ranked within
     (sum (n_i - 1) s_i^2 / sum (n_i - 1)): one estimate of the seed noise from all its entries
     rather than from the two at hand, because two seeds that happen to land on the same number
-    (s = 0) would otherwise make any difference from them "beyond the spread";
+    (s = 0) would otherwise make any difference from them "beyond the spread". A row that
+    `reads: teacher` is left out of a column's pool: its seeds are separate teacher fine-tunes, a
+    different noise from the students' the column compares (a pair with it uses the students' pool);
   * "one seed" when either entry has a single number: no spread to judge, so no claim.
 
+The paragraph ends with each group's pooled spread (s, its degrees of freedom, and the 2 standard
+errors a difference of two means must pass), so prose citing a spread cites the generated number.
 The paragraph is generated with the table, so the README states an ordering only as the seeds
 support it, and a re-run that changes a number changes the sentence too.
 """
@@ -30,14 +34,33 @@ from distil.tables.preset import TablePreset
 SPREAD_FACTOR = 2.0  # a difference counts when it is more than twice its standard error
 
 
-def pooled_variance(samples: Iterable[Sequence[float]]) -> float | None:
+@dataclass(frozen=True)
+class Spread:
+    """The seed variance pooled over a group's entries and its degrees of freedom, sum (n_i - 1)."""
+
+    variance: float
+    degrees: int
+    seeds: int  # the most common number of seeds per entry: the n the group's 2 SE is given for
+
+    def margin(self, n_a: int, n_b: int) -> float:
+        """SPREAD_FACTOR standard errors of a difference between a mean of n_a seeds and one of n_b."""
+        return SPREAD_FACTOR * math.sqrt(self.variance * (1 / n_a + 1 / n_b))
+
+
+def pooled_spread(samples: Iterable[Sequence[float]]) -> Spread | None:
     """The seed variance pooled over samples, sum (n_i - 1) s_i^2 / sum (n_i - 1), each s_i^2 the
     sample variance; samples of one value carry no spread and are left out. None when none is left."""
     spread = [values for values in samples if len(values) >= 2]
     if not spread:
         return None
     degrees = sum(len(values) - 1 for values in spread)
-    return sum((len(values) - 1) * statistics.variance(values) for values in spread) / degrees
+    variance = sum((len(values) - 1) * statistics.variance(values) for values in spread) / degrees
+    return Spread(variance, degrees, statistics.mode(len(values) for values in spread))
+
+
+def pooled_variance(samples: Iterable[Sequence[float]]) -> float | None:
+    spread = pooled_spread(samples)
+    return None if spread is None else spread.variance
 
 
 def beyond_spread(a: Sequence[float], b: Sequence[float], variance: float | None = None) -> bool | None:
@@ -49,8 +72,8 @@ def beyond_spread(a: Sequence[float], b: Sequence[float], variance: float | None
         return None
     if variance is None:
         variance = pooled_variance([a, b])
-    error = math.sqrt(variance * (1 / len(a) + 1 / len(b)))
-    return abs(statistics.mean(a) - statistics.mean(b)) > SPREAD_FACTOR * error
+    margin = Spread(variance, 0, 0).margin(len(a), len(b))
+    return abs(statistics.mean(a) - statistics.mean(b)) > margin
 
 
 @dataclass(frozen=True)
@@ -72,20 +95,54 @@ class Verdict:
         return f"{self.better} > {self.worse}: {order} ({fmt_difference(self.difference)}, {spread})"
 
 
+def grouped(preset: TablePreset, rows: list[str], columns: list[str | None]):
+    """(groups, members, at): the entries are ranked within each group; at(member, group) is the
+    (row, column) of an entry."""
+    if preset.compare == "columns":
+        return rows, columns, lambda member, group: (group, member)
+    return columns, rows, lambda member, group: (member, group)
+
+
+def group_label(group) -> str:
+    return "all rows" if group is None else str(group)
+
+
+def reads_teacher(preset: TablePreset, row: str) -> bool:
+    axis = preset.row(row)
+    return axis is not None and axis.reads == "teacher"
+
+
+def group_spread(preset: TablePreset, grid: dict, members: list, group, at) -> Spread | None:
+    """The seed spread pooled over the group's entries, a teacher row's left out (see the module doc)."""
+    entries = [grid.get(at(m, group)) for m in members
+               if not (preset.compare == "rows" and reads_teacher(preset, m))]
+    return pooled_spread(entry.values for entry in entries if entry is not None)
+
+
+def spreads(preset: TablePreset, grid: dict, rows: list[str], columns: list[str | None]) -> dict[str, Spread]:
+    """Each group's pooled seed spread, for the groups that have one (two seeds in some entry)."""
+    if preset.compare is None:
+        return {}
+    groups, members, at = grouped(preset, rows, columns)
+    found = {group_label(group): group_spread(preset, grid, members, group, at) for group in groups}
+    return {label: spread for label, spread in found.items() if spread is not None}
+
+
 def verdicts(preset: TablePreset, grid: dict, rows: list[str], columns: list[str | None],
              paper_value) -> list[Verdict]:
     """Each neighbouring pair of the paper's order within each group, with our verdict on it."""
     if preset.compare is None:
         return []
-    groups, members = (rows, columns) if preset.compare == "columns" else (columns, rows)
+    groups, members, locate = grouped(preset, rows, columns)
     found = []
     for group in groups:
         def at(member, group=group):
-            return (group, member) if preset.compare == "columns" else (member, group)
+            return locate(member, group)
         published = [(paper_value(preset, *at(m)), m) for m in members]
         ranked = [m for value, m in sorted(((v, m) for v, m in published if v is not None),
                                            key=lambda pair: -pair[0])]
-        variance = pooled_variance(grid[at(m)].values for m in members if grid.get(at(m)) is not None)
+        spread = group_spread(preset, grid, members, group, locate)
+        variance = None if spread is None else spread.variance
         for better, worse in zip(ranked, ranked[1:], strict=False):
             if paper_value(preset, *at(better)) == paper_value(preset, *at(worse)):
                 continue  # a tie in the paper states no order
@@ -94,14 +151,15 @@ def verdicts(preset: TablePreset, grid: dict, rows: list[str], columns: list[str
                 continue
             difference = a.mean - b.mean
             beyond = beyond_spread(a.values, b.values, variance)
-            label = "all rows" if group is None else str(group)
-            found.append(Verdict(label, str(better), str(worse), difference, difference > 0, beyond is not None,
-                                 bool(beyond)))
+            found.append(Verdict(group_label(group), str(better), str(worse), difference, difference > 0,
+                                 beyond is not None, bool(beyond)))
     return found
 
 
-def paragraph(preset: TablePreset, found: list[Verdict], fmt_difference) -> str:
-    """The md under the table: a count, then every pair by group. Empty without `compare`."""
+def paragraph(preset: TablePreset, found: list[Verdict], fmt_difference,
+              group_spreads: dict[str, Spread] | None = None) -> str:
+    """The md under the table: a count, every pair by group, then each group's pooled spread (in the
+    units shown, formatted by fmt_difference without its sign). Empty without `compare`."""
     if preset.compare is None:
         return ""
     within = "row" if preset.compare == "columns" else "column"
@@ -120,4 +178,20 @@ def paragraph(preset: TablePreset, found: list[Verdict], fmt_difference) -> str:
     for group in dict.fromkeys(v.group for v in found):
         pairs = "; ".join(v.text(fmt_difference) for v in found if v.group == group)
         lines.append(f"- {group}: {pairs}")
+    if group_spreads:
+        lines += ["", spread_sentence(preset, group_spreads, fmt_difference)]
     return "\n".join(lines)
+
+
+def spread_sentence(preset: TablePreset, group_spreads: dict[str, Spread], fmt_difference) -> str:
+    def unsigned(value: float) -> str:
+        return fmt_difference(value).lstrip("+")
+    within = "row" if preset.compare == "columns" else "column"
+    teacher = (" (the teacher's row left out)" if preset.compare == "rows"
+               and any(reads_teacher(preset, row.label) for row in preset.rows) else "")
+    parts = [f"{group} s = {unsigned(math.sqrt(spread.variance))} on {spread.degrees} df, "
+             f"2 SE = {unsigned(spread.margin(spread.seeds, spread.seeds))} (means of {spread.seeds} seeds)"
+             for group, spread in group_spreads.items()]
+    return (f"Seed spread pooled over each {within}{teacher}: the pooled sample std s, its degrees of freedom, "
+            f"and the {SPREAD_FACTOR:g} standard errors a difference of two means must pass: "
+            + "; ".join(parts) + ".")

@@ -106,7 +106,8 @@ def write_table(preset: TablePreset, cells: list[Cell], out_dir: Path, scale: st
     shown = display_frame(preset, grid, rows, columns)
     paths = {ext: out_dir / f"{preset.name}.{ext}" for ext in ("md", "csv", "tex")}
     order = orderings.paragraph(preset, orderings.verdicts(preset, grid, rows, columns, paper_value),
-                                lambda d: number_text(d, preset.format, signed=True))
+                                lambda d: number_text(d, preset.format, signed=True),
+                                orderings.spreads(preset, grid, rows, columns))
     write_atomic(paths["md"], markdown(preset, shown, footer(preset, cells, grid, scale), order))
     write_atomic(paths["csv"], long_frame(preset, grid, rows, columns).to_csv(index=False))
     write_atomic(paths["tex"], latex(preset, shown))
