@@ -42,9 +42,14 @@ class Spread:
     degrees: int
     seeds: int  # the most common number of seeds per entry: the n the group's 2 SE is given for
 
-    def margin(self, n_a: int, n_b: int) -> float:
-        """SPREAD_FACTOR standard errors of a difference between a mean of n_a seeds and one of n_b."""
-        return SPREAD_FACTOR * math.sqrt(self.variance * (1 / n_a + 1 / n_b))
+    def typical_margin(self) -> float:
+        """The margin between two means of the group's usual number of seeds."""
+        return margin(self.variance, self.seeds, self.seeds)
+
+
+def margin(variance: float, n_a: int, n_b: int) -> float:
+    """SPREAD_FACTOR standard errors of a difference between a mean of n_a seeds and one of n_b."""
+    return SPREAD_FACTOR * math.sqrt(variance * (1 / n_a + 1 / n_b))
 
 
 def pooled_spread(samples: Iterable[Sequence[float]]) -> Spread | None:
@@ -72,8 +77,7 @@ def beyond_spread(a: Sequence[float], b: Sequence[float], variance: float | None
         return None
     if variance is None:
         variance = pooled_variance([a, b])
-    margin = Spread(variance, 0, 0).margin(len(a), len(b))
-    return abs(statistics.mean(a) - statistics.mean(b)) > margin
+    return abs(statistics.mean(a) - statistics.mean(b)) > margin(variance, len(a), len(b))
 
 
 @dataclass(frozen=True)
@@ -134,6 +138,7 @@ def verdicts(preset: TablePreset, grid: dict, rows: list[str], columns: list[str
     if preset.compare is None:
         return []
     groups, members, locate = grouped(preset, rows, columns)
+    pools = spreads(preset, grid, rows, columns)
     found = []
     for group in groups:
         def at(member, group=group):
@@ -141,8 +146,8 @@ def verdicts(preset: TablePreset, grid: dict, rows: list[str], columns: list[str
         published = [(paper_value(preset, *at(m)), m) for m in members]
         ranked = [m for value, m in sorted(((v, m) for v, m in published if v is not None),
                                            key=lambda pair: -pair[0])]
-        spread = group_spread(preset, grid, members, group, locate)
-        variance = None if spread is None else spread.variance
+        pool = pools.get(group_label(group))
+        variance = None if pool is None else pool.variance
         for better, worse in zip(ranked, ranked[1:], strict=False):
             if paper_value(preset, *at(better)) == paper_value(preset, *at(worse)):
                 continue  # a tie in the paper states no order
@@ -190,7 +195,7 @@ def spread_sentence(preset: TablePreset, group_spreads: dict[str, Spread], fmt_d
     teacher = (" (the teacher's row left out)" if preset.compare == "rows"
                and any(reads_teacher(preset, row.label) for row in preset.rows) else "")
     parts = [f"{group} s = {unsigned(math.sqrt(spread.variance))} on {spread.degrees} df, "
-             f"2 SE = {unsigned(spread.margin(spread.seeds, spread.seeds))} (means of {spread.seeds} seeds)"
+             f"2 SE = {unsigned(spread.typical_margin())} (means of {spread.seeds} seeds)"
              for group, spread in group_spreads.items()]
     return (f"Seed spread pooled over each {within}{teacher}: the pooled sample std s, its degrees of freedom, "
             f"and the {SPREAD_FACTOR:g} standard errors a difference of two means must pass: "
