@@ -328,6 +328,22 @@ def test_render_only_writes_the_table_of_the_cells_done_and_runs_nothing(tmp_pat
     assert md.endswith("cells: 1 done, 0 failed, 1 not run.\n")
 
 
+def test_render_only_skips_a_bench_table_not_measured_here_and_goes_on(tmp_path, monkeypatch, capsys):
+    """`distil-table --all --render-only` on a fresh clone: the bench's csv is this machine's own (not
+    recorded), so its table is skipped with how to measure it, and the tables after it are written."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("DISTIL_OUTPUTS", raising=False)
+    monkeypatch.setenv("DISTIL_CONFIG_DIR", str(tmp_path / "conf"))
+    write_preset(tmp_path / "conf" / "table", "a-bench", "kind: bench\nrows: [{label: bert-base}]\n")
+    write_preset(tmp_path / "conf" / "table", "b-tiny", "scales: {cpu: {base: [debug=smoke], seeds: [1]}}\n"
+                 "rows: [{label: hard, overrides: [schedule=hard]}]\n")
+    code, out, err = table(["a-bench", "b-tiny", "--render-only"], capsys)
+    assert code == 0, err
+    assert not (tmp_path / "outputs" / "tables" / "a-bench.md").exists()
+    assert (tmp_path / "outputs" / "tables" / "b-tiny.md").is_file()
+    assert "a-bench: skipped" in out and "`distil-table a-bench` measures it" in out.replace("\n", "")
+
+
 def test_only_runs_the_named_rows_columns_or_where_they_cross_and_writes_the_whole_table(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("DISTIL_OUTPUTS", raising=False)

@@ -111,15 +111,10 @@ def group_label(group) -> str:
     return "all rows" if group is None else str(group)
 
 
-def reads_teacher(preset: TablePreset, row: str) -> bool:
-    axis = preset.row(row)
-    return axis is not None and axis.reads == "teacher"
-
-
 def group_spread(preset: TablePreset, grid: dict, members: list, group, at) -> Spread | None:
     """The seed spread pooled over the group's entries, a teacher row's left out (see the module doc)."""
     entries = [grid.get(at(m, group)) for m in members
-               if not (preset.compare == "rows" and reads_teacher(preset, m))]
+               if not (preset.compare == "rows" and preset.reads_teacher(m))]
     return pooled_spread(entry.values for entry in entries if entry is not None)
 
 
@@ -137,21 +132,19 @@ def verdicts(preset: TablePreset, grid: dict, rows: list[str], columns: list[str
     """Each neighbouring pair of the paper's order within each group, with our verdict on it."""
     if preset.compare is None:
         return []
-    groups, members, locate = grouped(preset, rows, columns)
+    groups, members, at = grouped(preset, rows, columns)
     pools = spreads(preset, grid, rows, columns)
     found = []
     for group in groups:
-        def at(member, group=group):
-            return locate(member, group)
-        published = [(paper_value(preset, *at(m)), m) for m in members]
+        published = [(paper_value(preset, *at(m, group)), m) for m in members]
         ranked = [m for value, m in sorted(((v, m) for v, m in published if v is not None),
                                            key=lambda pair: -pair[0])]
         pool = pools.get(group_label(group))
         variance = None if pool is None else pool.variance
         for better, worse in zip(ranked, ranked[1:], strict=False):
-            if paper_value(preset, *at(better)) == paper_value(preset, *at(worse)):
+            if paper_value(preset, *at(better, group)) == paper_value(preset, *at(worse, group)):
                 continue  # a tie in the paper states no order
-            a, b = grid.get(at(better)), grid.get(at(worse))
+            a, b = grid.get(at(better, group)), grid.get(at(worse, group))
             if a is None or b is None or not a.values or not b.values:
                 continue
             difference = a.mean - b.mean
@@ -161,10 +154,11 @@ def verdicts(preset: TablePreset, grid: dict, rows: list[str], columns: list[str
     return found
 
 
-def paragraph(preset: TablePreset, found: list[Verdict], fmt_difference,
+def paragraph(preset: TablePreset, found: list[Verdict], fmt_number,
               group_spreads: dict[str, Spread] | None = None) -> str:
     """The md under the table: a count, every pair by group, then each group's pooled spread (in the
-    units shown, formatted by fmt_difference without its sign). Empty without `compare`."""
+    units shown: fmt_number(value, signed=True) formats a difference, signed=False a spread). Empty
+    without `compare`."""
     if preset.compare is None:
         return ""
     within = "row" if preset.compare == "columns" else "column"
@@ -181,19 +175,19 @@ def paragraph(preset: TablePreset, found: list[Verdict], fmt_difference,
              f"{against} reversed beyond the spread, {unjudged} on one seed (not judged).")
     lines = [head, count, ""]
     for group in dict.fromkeys(v.group for v in found):
-        pairs = "; ".join(v.text(fmt_difference) for v in found if v.group == group)
+        pairs = "; ".join(v.text(fmt_number) for v in found if v.group == group)
         lines.append(f"- {group}: {pairs}")
     if group_spreads:
-        lines += ["", spread_sentence(preset, group_spreads, fmt_difference)]
+        lines += ["", spread_sentence(preset, group_spreads, fmt_number)]
     return "\n".join(lines)
 
 
-def spread_sentence(preset: TablePreset, group_spreads: dict[str, Spread], fmt_difference) -> str:
+def spread_sentence(preset: TablePreset, group_spreads: dict[str, Spread], fmt_number) -> str:
     def unsigned(value: float) -> str:
-        return fmt_difference(value).lstrip("+")
+        return fmt_number(value, signed=False)
     within = "row" if preset.compare == "columns" else "column"
     teacher = (" (the teacher's row left out)" if preset.compare == "rows"
-               and any(reads_teacher(preset, row.label) for row in preset.rows) else "")
+               and any(preset.reads_teacher(row.label) for row in preset.rows) else "")
     parts = [f"{group} s = {unsigned(math.sqrt(spread.variance))} on {spread.degrees} df, "
              f"2 SE = {unsigned(spread.typical_margin())} (means of {spread.seeds} seeds)"
              for group, spread in group_spreads.items()]

@@ -132,6 +132,11 @@ class TablePreset:
         """The row axis with this label (None: a label the preset has no row for)."""
         return next((axis for axis in self.rows if axis.label == label), None)
 
+    def reads_teacher(self, row: str) -> bool:
+        """Whether the row reads the teacher's score where the others read the student's."""
+        axis = self.row(row)
+        return axis is not None and axis.reads == "teacher"
+
     def is_empty(self, row: str, column: str | None) -> bool:
         """Whether (row, column) has no number by design (`empty`): shown as –, never as an error."""
         return column in self.empty.get(row, [])

@@ -106,7 +106,7 @@ def write_table(preset: TablePreset, cells: list[Cell], out_dir: Path, scale: st
     shown = display_frame(preset, grid, rows, columns)
     paths = {ext: out_dir / f"{preset.name}.{ext}" for ext in ("md", "csv", "tex")}
     order = orderings.paragraph(preset, orderings.verdicts(preset, grid, rows, columns, paper_value),
-                                lambda d: number_text(d, preset.format, signed=True),
+                                lambda value, signed=True: number_text(value, preset.format, signed=signed),
                                 orderings.spreads(preset, grid, rows, columns))
     write_atomic(paths["md"], markdown(preset, shown, footer(preset, cells, grid, scale), order))
     write_atomic(paths["csv"], long_frame(preset, grid, rows, columns).to_csv(index=False))
@@ -207,8 +207,7 @@ def column_value(preset: TablePreset, column: str | None) -> str:
 def cell_value(preset: TablePreset, row: str, column: str | None) -> str:
     """The column's path, read from the teacher's scores for a row that `reads: teacher`."""
     path = column_value(preset, column)
-    axis = preset.row(row)
-    if axis is not None and axis.reads == "teacher":
+    if preset.reads_teacher(row):
         return "teacher." + path.removeprefix("student.")
     return path
 

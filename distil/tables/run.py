@@ -342,7 +342,8 @@ def run(args: argparse.Namespace) -> list[str]:
             dry_run(preset, chosen, root)
             continue
         if args.render_only:  # what has run so far; the rest shows "not run"
-            render(preset, cells, root)
+            if measured(preset, root):
+                render(preset, cells, root)
             continue
         if preset.kind == "sweep" and not cells:
             console.print(f"{preset.name}: no {args.scale}-scale sweep (scales: {', '.join(preset.scales)}); "
@@ -353,8 +354,21 @@ def run(args: argparse.Namespace) -> list[str]:
             failed += run_bench(root, preset.bench, scale.base if scale else [])
         failed += run_sweep(preset, chosen, root)
         failed += run_timing(preset, chosen, root) if preset.timing else []
-        render(preset, cells, root)
+        if measured(preset, root):
+            render(preset, cells, root)
     return failed
+
+
+def measured(preset: TablePreset, root: Path) -> bool:
+    """Whether the table has something to write: a bench table needs its csv, measured on this machine
+    and never recorded (without it, --render-only or a failed bench skips the table and goes on to the
+    next; the README keeps the block of the machine that measured it)."""
+    csv = root / "tables" / f"{preset.bench}.csv"
+    if preset.kind != "bench" or csv.is_file():
+        return True
+    show(f"{preset.name}: ", f"skipped ({csv} not measured here: `distil-table {preset.name}` measures it)",
+         "yellow")
+    return False
 
 
 def main(argv: list[str] | None = None) -> None:
