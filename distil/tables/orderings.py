@@ -183,13 +183,11 @@ def paragraph(preset: TablePreset, found: list[Verdict], fmt_number,
 
 
 def spread_sentence(preset: TablePreset, group_spreads: dict[str, Spread], fmt_number) -> str:
-    def unsigned(value: float) -> str:
-        return fmt_number(value, signed=False)
     within = "row" if preset.compare == "columns" else "column"
     teacher = (" (the teacher's row left out)" if preset.compare == "rows"
                and any(preset.reads_teacher(row.label) for row in preset.rows) else "")
-    parts = [f"{group} s = {unsigned(math.sqrt(spread.variance))} on {spread.degrees} df, "
-             f"2 SE = {unsigned(spread.typical_margin())} (means of {spread.seeds} seeds)"
+    parts = [f"{group} s = {fmt_number(math.sqrt(spread.variance), signed=False)} on {spread.degrees} df, "
+             f"2 SE = {fmt_number(spread.typical_margin(), signed=False)} (means of {spread.seeds} seeds)"
              for group, spread in group_spreads.items()]
     return (f"Seed spread pooled over each {within}{teacher}: the pooled sample std s, its degrees of freedom, "
             f"and the {SPREAD_FACTOR:g} standard errors a difference of two means must pass: "

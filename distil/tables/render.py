@@ -38,7 +38,7 @@ from distil.errors import DistilError, check_choice
 from distil.markdown import to_markdown
 from distil.tables import orderings
 from distil.tables.cells import NOT_RUN, NOT_TIMED, runs_of, waiting
-from distil.tables.preset import BENCHES, Axis, Cell, TablePreset
+from distil.tables.preset import BENCHES, Axis, Cell, TablePreset, bench_csv
 
 ERROR_CHARS = 60
 MISSING = "–"  # no paper number, or no Δ
@@ -145,7 +145,7 @@ def table_samples(preset: TablePreset, cells: list[Cell], out_dir: Path, scale: 
     if preset.kind == "data":
         return data_samples(preset, scale)
     if preset.kind == "bench":
-        return bench_samples(preset, out_dir / f"{preset.bench}.csv")
+        return bench_samples(preset, bench_csv(out_dir, preset.bench))
     if preset.select:
         cells = selected_on_dev(preset, cells)
     return [sample for cell in cells for sample in cell_samples(preset, cell)]

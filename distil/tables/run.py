@@ -40,7 +40,7 @@ from distil.interrupt import exit_on_interrupt
 from distil.tables import ledger
 from distil.tables.cells import cell_dir, cell_specs, collect, expand, label, read_result, result_of, runs_of
 from distil.tables.load import cpu_estimate, load_preset, preset_files, presets
-from distil.tables.preset import BENCHES, SCALES, SETS, Cell, TablePreset
+from distil.tables.preset import BENCHES, SCALES, SETS, Cell, TablePreset, bench_csv
 
 console = Console(highlight=False, soft_wrap=True)  # one line per cell, also in logs
 INTERRUPTED = "distil-table: interrupted; rerun the same command to continue (finished cells are not run again)"
@@ -128,7 +128,7 @@ def run_bench(root: Path, bench: str = "bench", overrides: Sequence[str] = ()) -
     measured with other overrides than the scale's base (wu-table5: distil-untuned with Table 1's
     student, so the task-agnostic student is the one its runs built, not a second one)."""
     out = root / "tables"
-    csv = out / f"{bench}.csv"
+    csv = bench_csv(out, bench)
     measured_with = bench_overrides(csv)
     if measured_with == list(overrides):
         show(f"{bench}: ", f"skipped (done: {csv})", "dim")
@@ -341,19 +341,16 @@ def run(args: argparse.Namespace) -> list[str]:
         if args.dry_run:
             dry_run(preset, chosen, root)
             continue
-        if args.render_only:  # what has run so far; the rest shows "not run"
-            if measured(preset, root):
-                render(preset, cells, root)
-            continue
-        if preset.kind == "sweep" and not cells:
+        if preset.kind == "sweep" and not cells and not args.render_only:
             console.print(f"{preset.name}: no {args.scale}-scale sweep (scales: {', '.join(preset.scales)}); "
                           f"skipped", markup=False)
             continue
-        if preset.kind == "bench":
-            scale = preset.scales.get(args.scale)
-            failed += run_bench(root, preset.bench, scale.base if scale else [])
-        failed += run_sweep(preset, chosen, root)
-        failed += run_timing(preset, chosen, root) if preset.timing else []
+        if not args.render_only:  # else only what has run so far; the rest shows "not run"
+            if preset.kind == "bench":
+                scale = preset.scales.get(args.scale)
+                failed += run_bench(root, preset.bench, scale.base if scale else [])
+            failed += run_sweep(preset, chosen, root)
+            failed += run_timing(preset, chosen, root) if preset.timing else []
         if measured(preset, root):
             render(preset, cells, root)
     return failed
@@ -363,7 +360,7 @@ def measured(preset: TablePreset, root: Path) -> bool:
     """Whether the table has something to write: a bench table needs its csv, measured on this machine
     and never recorded (without it, --render-only or a failed bench skips the table and goes on to the
     next; the README keeps the block of the machine that measured it)."""
-    csv = root / "tables" / f"{preset.bench}.csv"
+    csv = bench_csv(root / "tables", preset.bench)
     if preset.kind != "bench" or csv.is_file():
         return True
     show(f"{preset.name}: ", f"skipped ({csv} not measured here: `distil-table {preset.name}` measures it)",
