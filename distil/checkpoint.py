@@ -67,9 +67,10 @@ class Checkpoint:
 
 
 def plain(value: Any) -> Any:
-    """`value` with numpy scalars as Python numbers: what weights_only loading accepts."""
+    """`value` with numpy scalars (numbers, and strings as a split's language keys) as Python's:
+    what weights_only loading accepts."""
     if isinstance(value, dict):
-        return {k: plain(v) for k, v in value.items()}
+        return {plain(k): plain(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return type(value)(plain(v) for v in value)
     if isinstance(value, np.generic):

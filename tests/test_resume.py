@@ -73,6 +73,9 @@ def count_dev_scores(monkeypatch, kill_at: int | None = None) -> list[int]:
      {5: "resuming d4.2 S1 (repr_kl) unfreeze bilstm at its start from",
       19: "resuming d4.2 S2 (logit_mse) unfreeze projection after epoch 1 from"}),
     (["schedule=d1"], {3: "resuming d1 S1 (ce+logit_mse) after epoch 1 from"}),
+    # tagging: a finished step's record holds per-language scores, which must load weights-only too
+    (["dataset=toy-ner", "student=bilstm-tagger", "schedule=d4.2", "trainer.labels_only_epochs=4"],
+     {5: "resuming d4.2 S1 (repr_kl) unfreeze bilstm at its start from"}),
 ])
 def test_interrupted_schedule_resumes_to_identical_metrics(tmp_path, monkeypatch, args, kills):
     calls = count_dev_scores(monkeypatch)
@@ -94,10 +97,12 @@ def test_checkpoint_is_atomic_and_loads_weights_only(tmp_path):
     rng = np.random.default_rng(3)
     rng.random()
     checkpoint = Checkpoint(tmp_path / "c.pt")
-    checkpoint.save({"rng": rng.bit_generator.state, "score": np.float64(0.25), "weights": torch.ones(2)})
+    checkpoint.save({"rng": rng.bit_generator.state, "score": np.float64(0.25), "weights": torch.ones(2),
+                     "per_language": {np.str_("de"): 0.5}})
     assert [p.name for p in tmp_path.iterdir()] == ["c.pt"]  # no partial file left
     state = torch.load(tmp_path / "c.pt", weights_only=True)
     assert state["rng"] == rng.bit_generator.state and state["score"] == 0.25 and type(state["score"]) is float
+    assert [type(key) for key in state["per_language"]] == [str]
     assert torch.equal(state["weights"], torch.ones(2))
 
 

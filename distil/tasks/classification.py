@@ -48,8 +48,8 @@ class ClassificationTask(Task):
         result = self.scores_of(predicted, gold, names)
         languages = split.languages
         if len(set(languages)) > 1:
-            result["per_language"] = {
-                lang: self.scores_of(predicted[languages == lang], gold[languages == lang], names)[self.metric]
+            result["per_language"] = {  # str(): numpy strings, which a weights-only checkpoint load refuses
+                str(lang): self.scores_of(predicted[languages == lang], gold[languages == lang], names)[self.metric]
                 for lang in sorted(set(languages))
             }
         return result

@@ -120,7 +120,8 @@ class TaggingTask(Task):
             gold_by_language[language].append([names[t] for t in tags])
             predicted_by_language[language].append(predicted)
         from seqeval.metrics import f1_score  # here: it imports scikit-learn, ~1 s a process that tags nothing
-        per_language = {lang: float(f1_score(gold_by_language[lang], predicted_by_language[lang]))
+        # str(): the split's languages are numpy strings, which a weights-only checkpoint load refuses
+        per_language = {str(lang): float(f1_score(gold_by_language[lang], predicted_by_language[lang]))
                         for lang in sorted(gold_by_language)}
         scores = list(per_language.values())
         result = {"f1": float(np.mean(scores)), "f1_std": float(np.std(scores))}
