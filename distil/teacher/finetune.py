@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import logging
 import math
-import os
 import pickle
 from dataclasses import dataclass
 from pathlib import Path
@@ -212,7 +211,7 @@ def _finetune(cfg: TeacherConfig, task: Task, data: TaskData, prepared: dict[str
             grid["best"], grid["best_state"] = index, model.state_dict()
         grid["runs"].append(run)
         if len(rates) > 1:
-            _save_atomic(out / GRID, grid)  # this rate is done even if the next is interrupted
+            Checkpoint(out / GRID).save(grid)  # atomic: this rate is done even if the next is interrupted
         (out / CHECKPOINT).unlink(missing_ok=True)
     best = grid["runs"][grid["best"]]
     if model is None or grid["best"] != len(rates) - 1:
@@ -359,9 +358,3 @@ def _load_grid(out: Path) -> dict:
         log.info("fine-tuning: resuming the learning-rate grid after %d rates", len(grid["runs"]))
         return grid
     return {"runs": [], "best": None, "best_state": None}
-
-
-def _save_atomic(path: Path, state: dict) -> None:
-    partial = path.with_suffix(".partial")
-    torch.save(state, partial)
-    os.replace(partial, path)  # whole or absent
