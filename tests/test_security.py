@@ -71,7 +71,7 @@ def test_a_grid_checkpoint_that_would_run_code_is_refused(tmp_path):
 def test_a_grid_checkpoint_round_trips_with_weights_only(tmp_path):
     grid = {"runs": [{"selection": finetune.DevSelection(0.5, 1.25), "lr": 1e-3}], "best": 0,
             "best_state": {"w": torch.ones(2)}}
-    finetune._save_atomic(tmp_path / finetune.GRID, grid)
+    Checkpoint(tmp_path / finetune.GRID).save(grid)  # as _finetune saves a grid's progress
     loaded = finetune._load_grid(tmp_path)
     selection = loaded["runs"][0]["selection"]
     assert isinstance(selection, finetune.DevSelection) and (float(selection), selection.loss) == (0.5, 1.25)
