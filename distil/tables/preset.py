@@ -62,16 +62,16 @@ READS = ("student", "teacher")
 # a bench table's csv (outputs/tables/<name>.csv) -> the console script that measures it
 BENCHES = {"bench": "distil-bench", "bench_tang": "distil-bench-tang", "bench_turc": "distil-bench-turc",
            "bench_wu": "distil-bench-wu", "untuned": "distil-untuned"}
-
-
-def bench_csv(tables_dir: Path, bench: str) -> Path:
-    """Where a bench's console script writes its measurements (`--out tables_dir`) and its table reads them."""
-    return tables_dir / f"{bench}.csv"
 FORMATS = ("percent", "number", "ratio", "count", "millions")
 ROWS_FROM = (None, "stages", "languages", "epochs")
 SCALES = ("cpu", "paper")
 COMPARES = (None, "columns", "rows")  # see distil.tables.orderings
 SETS = ("papers", "frontier")  # `distil-table --all --set S`: the papers' tables (make tables), or ours
+
+
+def bench_csv(tables_dir: Path, bench: str) -> Path:
+    """Where a bench's console script writes its measurements (`--out tables_dir`) and its table reads them."""
+    return tables_dir / f"{bench}.csv"
 
 
 @dataclass
