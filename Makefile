@@ -33,7 +33,7 @@ bench:  ## speed and size of teacher-sized models vs students, the teacher cache
 	distil-bench-turc
 	distil-bench-wu
 	distil-bench-cache
-	$(PYTHON) -m distil.bench_checkpoint
+	$(PYTHON) -m distil.bench.checkpoint
 
 schedules-xd:  ## XtremeDistil's strategies D0-D4.2 on SST-2 (low resource) -> one table
 	distil -m schedule=d0,d0-s,d1,d2,d3.1,d3.2,d4.1,d4.2 $(SST2_LOW) hydra.sweep.dir=outputs/multirun/schedules-xd

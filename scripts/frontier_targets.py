@@ -9,8 +9,8 @@ import argparse
 
 import pandas as pd
 
-from distil.frontier_targets import targets
 from distil.tables.cells import collect, expand
+from distil.tables.frontier_targets import targets
 from distil.tables.load import load_preset
 from distil.tables.run import outputs_root
 

@@ -36,7 +36,7 @@ def test_untuned_teacher_rows_read_each_sentence_list_once_for_both_poolings(tmp
     each pooling is the one sentence_vectors gives on its own."""
     from transformers import BertTokenizerFast
 
-    from distil.untuned import teacher_encoders
+    from distil.papers.wu_table5 import teacher_encoders
 
     torch.manual_seed(0)
     encoder = BertModel(BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=1,
@@ -134,7 +134,7 @@ def test_untuned_threshold_is_chosen_on_dev_alone():
     1.0 there), but the score uses dev's: test accuracy 0.5, F1 of the positive class 2/3."""
     import numpy as np
 
-    from distil.untuned import evaluate
+    from distil.papers.wu_table5 import evaluate
 
     vectors = {"a": [1.0, 0.0], "b": [0.6, 0.8], "c": [0.0, 1.0], "d": [0.8, 0.6], "e": [0.9, 0.436]}
 
@@ -156,7 +156,7 @@ def test_distil_untuned_writes_the_four_rows(tmp_path):
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("\n".join(" ".join(rng.choice(words) for _ in range(rng.randint(3, 9))) for _ in range(300)))
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    run = subprocess.run([sys.executable, "-m", "distil.untuned", "debug=smoke", "dataset=toy-pair",
+    run = subprocess.run([sys.executable, "-m", "distil.papers.wu_table5", "debug=smoke", "dataset=toy-pair",
                           f"agnostic.corpus={corpus}", "agnostic.batch_size=64", f"paths.outputs={tmp_path / 'out'}",
                           "--out", str(tmp_path / "tables")], cwd=tmp_path, env=env, capture_output=True, text=True,
                          timeout=600)
@@ -177,7 +177,7 @@ def test_distil_untuned_writes_the_four_rows(tmp_path):
 
 
 def test_untuned_refuses_a_task_without_pairs(tmp_path, monkeypatch, capsys):
-    from distil.untuned import main
+    from distil.papers.wu_table5 import main
 
     monkeypatch.chdir(tmp_path)
     with pytest.raises(SystemExit) as exit_:

@@ -12,9 +12,9 @@ import pytest
 from distil.augment import pos
 from distil.augment.build import augmented_examples, check_augment, n_iter
 from distil.augment.tang import PosLexicon, Sentence, TangSettings, augment_example, synthetic
-from distil.config import AugmentConfig, DatasetConfig
+from distil.config.schema import AugmentConfig, DatasetConfig
 from distil.errors import DistilError
-from distil.store import ArtifactStore
+from distil.store.artifacts import ArtifactStore
 from distil.tasks import make_task
 
 MASK = "[MASK]"

@@ -9,8 +9,8 @@ import math
 import pandas as pd
 import pytest
 
-from distil import bench_cache
-from distil.pipeline import quiet_libraries
+from distil.bench import cache as bench_cache
+from distil.run.pipeline import quiet_libraries
 from distil.tasks import get_task
 
 TEXTS = [

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from distil import bench_tang
 from distil.errors import DistilError
+from distil.papers import tang_table2 as bench_tang
 
 SENTENCES = ["a charming and often affecting journey . ", "unflinchingly bleak and desperate ",
              "allows us to hope that nolan is poised to embark a major career ", "the acting is fine ",

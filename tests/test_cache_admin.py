@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from distil.cache_admin import ago, human_size, main, parse_duration, parse_size
+from distil.store.admin import ago, human_size, main, parse_duration, parse_size
 
 DAY = 86400
 HINT = "(the next run that needs it rebuilds it; or: distil cache prune --damaged)"
@@ -417,7 +417,7 @@ def test_console_scripts_on_a_real_cache(tmp_path):
 
 
 def test_cache_list_says_a_pair_was_cached_apart():
-    from distil.cache_admin import what_it_is
+    from distil.store.admin import what_it_is
 
     described = {"teacher": "tiny", "dataset": "toy-pair", "task": "pair", "layers": [-1],
                  "hidden": "each sentence of a pair alone", "examples": {"dev": 4, "test": 6}}

@@ -81,7 +81,7 @@ def test_multirun_and_report(tmp_path, capsys):
     log = sweep.stdout + sweep.stderr
     assert log.count("reusing cached teacher targets") == 2 and log.count("cached teacher targets in") == 1
 
-    from distil.report import main as report  # the console script's main, in this process
+    from distil.tables.report import main as report  # the console script's main, in this process
 
     report([str(sweeps[0])])
     table = pd.read_csv(sweeps[0] / "table.csv")
@@ -93,8 +93,8 @@ def test_multirun_and_report(tmp_path, capsys):
 
 
 def distil_in_process(args, cwd, monkeypatch, capsys) -> tuple[int, str, str]:
-    """`distil.cli.main` with these arguments, as the console script would run it."""
-    from distil import cli
+    """`distil.cli.main.main` with these arguments, as the console script would run it."""
+    from distil.cli import main as cli
 
     monkeypatch.chdir(cwd)
     monkeypatch.setattr(sys, "argv", ["distil", *args])
@@ -145,7 +145,7 @@ def test_empty_dataset_is_reported(tmp_path, monkeypatch, capsys):
 
 
 def test_report_without_metrics_fails_clearly(tmp_path, capsys):
-    from distil.report import main
+    from distil.tables.report import main
 
     with pytest.raises(SystemExit) as exit_:
         main([str(tmp_path)])
@@ -189,7 +189,7 @@ def test_every_task_runs_end_to_end(tmp_path, monkeypatch, capsys, dataset, stud
 ])
 def test_runs_train_with_the_batch_size_the_rule_picks(tmp_path, monkeypatch, capsys, args, size, rule):
     """The batches the stage really draws, and what each stage record says, follow training_batch_size."""
-    from distil import schedule
+    from distil.run import schedule
 
     drawn = []
 
@@ -214,8 +214,8 @@ def test_a_run_starts_from_u_0_1_and_trains_the_unk_row_unseen_tokens_read(tmp_p
                                                                             unk_dropout):
     import torch
 
-    from distil import pipeline
-    from distil.predict import SavedStudent
+    from distil.run import pipeline
+    from distil.serve.predict import SavedStudent
     from distil.students import word_embeddings
     from distil.students.vocab import UNK
 
@@ -260,7 +260,7 @@ def test_a_full_vocabulary_gives_every_teacher_wordpiece_its_own_row(tmp_path, m
     """student.vocabulary=full (XtremeDistil §3-4: mBERT's whole vocabulary, SVD-reduced): one row per
     teacher wordpiece, so a test wordpiece the training data never holds reads its own row, not [UNK];
     the default trims to the training wordpieces and reads [UNK] there."""
-    from distil.predict import SavedStudent
+    from distil.serve.predict import SavedStudent
     from distil.students.vocab import UNK
 
     saved = {}
@@ -367,7 +367,7 @@ def test_vectors_file_of_the_wrong_dimension(tmp_path, monkeypatch, capsys):
     ("toy-ner", "transformer-tiny", "random", "boris met globex in oslo"),
 ])
 def test_saved_student_predicts(tmp_path, monkeypatch, capsys, dataset, student, init, text):
-    from distil.predict import main as predict
+    from distil.serve.predict import main as predict
 
     args = ["debug=smoke", f"dataset={dataset}", f"student={student}", f"student.embedding_init={init}"]
     code, _, err = distil_in_process(args, tmp_path, monkeypatch, capsys)
@@ -388,7 +388,7 @@ def test_saved_student_predicts(tmp_path, monkeypatch, capsys, dataset, student,
 
 
 def test_report_keeps_only_overrides_that_tell_cells_apart(tmp_path):
-    from distil.report import collect
+    from distil.tables.report import collect
 
     for cell, overrides in {"0": ["schedule=d1", "trainer.epochs=4", "teacher.layer=2"],
                             "1": ["schedule=d2", "trainer.epochs=4", "teacher.layer=5"]}.items():

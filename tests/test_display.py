@@ -2,7 +2,7 @@
 
 from rich.console import Console
 
-from distil.display import stages_table
+from distil.run.display import stages_table
 
 
 def _record(name, step, dev, test, losses):

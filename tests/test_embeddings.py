@@ -213,7 +213,7 @@ def test_error_is_one_line_saying_what_to_do(case, teacher, tokens, tmp_path):
                                          ("rnn", 0.2 / 12 ** 0.5),
                                          ("transformer-mini", 0.02)])  # BERT's own N(0, 0.02) (Turc et al.)
 def test_the_pipeline_gives_every_student_family_its_random_init(student, std):
-    from distil.pipeline import TeacherVocab, initialise_embeddings
+    from distil.run.pipeline import TeacherVocab, initialise_embeddings
     from distil.students import build_student, word_embeddings
     from distil.students.vocab import TrimmedVocab
     from distil.tasks import get_task

@@ -169,7 +169,7 @@ def test_a_bad_data_file_is_one_line_naming_file_and_line(tmp_path, monkeypatch,
 
 
 def load_train_csv(tmp_path, content: str, **settings):
-    from distil.config import DatasetConfig
+    from distil.config.schema import DatasetConfig
     from distil.data.load import load_raw_splits
 
     (tmp_path / "train.csv").write_text(content)
@@ -199,7 +199,7 @@ def raising(error):
 
 
 def test_an_unexpected_exception_is_one_line_with_the_traceback_in_the_log(tmp_path, monkeypatch, capsys):
-    from distil import pipeline
+    from distil.run import pipeline
 
     monkeypatch.setattr(pipeline, "run", raising(RuntimeError("boom")))
     last = one_line_error([], tmp_path, monkeypatch, capsys, code=1)
@@ -210,7 +210,7 @@ def test_an_unexpected_exception_is_one_line_with_the_traceback_in_the_log(tmp_p
 
 
 def test_a_crashing_sweep_cell_is_recorded_and_the_sweep_goes_on(tmp_path, monkeypatch, capsys):
-    from distil import pipeline
+    from distil.run import pipeline
 
     monkeypatch.setattr(pipeline, "run", raising(ValueError("bad shape")))
     code, _, err = distil_in_process(["-m", "debug=smoke", "seed=1,2"], tmp_path, monkeypatch, capsys)
@@ -231,7 +231,7 @@ def send_sigterm(*args, **kwargs):
 @pytest.mark.parametrize("run,code", [(raising(KeyboardInterrupt()), 130), (send_sigterm, 143)],
                          ids=["ctrl-c", "sigterm"])
 def test_an_interrupted_run_is_one_line(tmp_path, monkeypatch, capsys, run, code):
-    from distil import pipeline
+    from distil.run import pipeline
 
     handler = signal.getsignal(signal.SIGTERM)
     monkeypatch.setattr(pipeline, "run", run)
@@ -253,7 +253,7 @@ def test_help_piped_to_head_prints_no_traceback(tmp_path):
 @pytest.fixture(scope="module")
 def saved_student(tmp_path_factory):
     """One smoke run's student directory (1 epoch), copied and damaged by the tests below."""
-    from distil import cli
+    from distil.cli import main as cli
 
     root = tmp_path_factory.mktemp("predict")
     with pytest.MonkeyPatch.context() as patch:
@@ -264,7 +264,7 @@ def saved_student(tmp_path_factory):
 
 
 def predict_error(args, capsys) -> str:
-    from distil.predict import main as predict
+    from distil.serve.predict import main as predict
 
     with pytest.raises(SystemExit) as exit_:
         predict([str(arg) for arg in args])
@@ -323,8 +323,8 @@ def test_predict_refuses_empty_or_unreadable_input(tmp_path, capsys, content, me
 
 
 @pytest.mark.parametrize("module, prog, data_file", [
-    ("distil.bench_wu", "distil-bench-wu", "quora-pairs/quora_dev_balanced10k.tsv"),
-    ("distil.bench_tang", "distil-bench-tang", "sst2/train.tsv"),
+    ("distil.papers.wu_table2", "distil-bench-wu", "quora-pairs/quora_dev_balanced10k.tsv"),
+    ("distil.papers.tang_table2", "distil-bench-tang", "sst2/train.tsv"),
 ])
 def test_a_benchmark_without_its_data_ends_in_one_stderr_line_and_writes_nothing(module, prog, data_file, tmp_path,
                                                                                 capsys):

@@ -12,8 +12,8 @@ from safetensors.torch import load_file
 
 import distil.teacher.finetune as finetune
 from distil.errors import DistilError
-from distil.pipeline import prepare_data
-from distil.store import ArtifactStore
+from distil.run.pipeline import prepare_data
+from distil.store.artifacts import ArtifactStore
 from distil.tasks import make_task
 from distil.teacher import ensure_teacher
 from tests.conftest import compose_config

@@ -5,7 +5,7 @@ import itertools
 import pytest
 import torch
 
-from distil.train import fit
+from distil.training.loop import fit
 
 
 @pytest.mark.parametrize(("min_steps", "epochs_run"), [(0, 1), (10, 4), (12, 4), (13, 5)])
@@ -41,12 +41,12 @@ def test_every_epoch_logs_its_own_time_left(monkeypatch, caplog):
     one must not read '~0:00:00 left' (a task updated back to 0 stays marked finished)."""
     import logging
 
-    import distil.train
-    from distil.progress import progress_bar
+    from distil.common.progress import progress_bar
+    from distil.training import loop
 
     now = itertools.count(0.0, 10.0)  # every clock reading is 10 s later: steps take time
-    monkeypatch.setattr(distil.train, "progress_bar", lambda: progress_bar(heartbeat=0, get_time=lambda: next(now)))
-    caplog.set_level(logging.INFO, logger="distil.progress")
+    monkeypatch.setattr(loop, "progress_bar", lambda: progress_bar(heartbeat=0, get_time=lambda: next(now)))
+    caplog.set_level(logging.INFO, logger="distil.common.progress")
     model = torch.nn.Linear(1, 1)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
     fit(model, optimizer, lambda epoch: [0, 1, 2, 3], lambda batch: (model.weight ** 2).sum(), lambda: 0.0,

@@ -9,8 +9,8 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from distil.pipeline import prepare_data, run
-from distil.store import ArtifactStore
+from distil.run.pipeline import prepare_data, run
+from distil.store.artifacts import ArtifactStore
 from distil.tasks import make_task
 from distil.teacher import ensure_targets, ensure_teacher, load_finetuned, open_targets
 

@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from distil.losses import (
+from distil.training.losses import (
     IGNORE,
     Targets,
     cross_entropy,

@@ -8,11 +8,11 @@ import subprocess
 import pytest
 from omegaconf import OmegaConf
 
-from distil.cli import CONF_DIR
-from distil.config import DatasetConfig
+from distil.cli.main import CONF_DIR
+from distil.config.overrides import check_overrides, replace_files_map, with_config_dir_env
+from distil.config.schema import DatasetConfig
 from distil.data.load import load_raw_splits
 from distil.errors import DistilError
-from distil.overrides import check_overrides, replace_files_map, with_config_dir_env
 from tests.conftest import compose_config
 from tests.test_cli import DISTIL, cache_files, distil_in_process
 
@@ -270,7 +270,7 @@ def test_console_script_runs_own_dataset_by_name(tmp_path):
 
 
 def test_distil_data_reads_own_datasets(tmp_path, monkeypatch, capsys):
-    from distil.data_summary import main
+    from distil.data.summary import main
 
     conf = user_conf(tmp_path)
     main(["mine", f"hydra.searchpath=[file://{conf}]", "dataset.files={train: train.tsv, test: test.tsv}"])

@@ -161,7 +161,7 @@ def test_the_tfidf_peer_runs_through_the_cli(tmp_path, monkeypatch, capsys):
 def test_peers_on_the_offline_teacher_learn_and_reload_identically(tmp_path, monkeypatch, name):
     """model2vec and SetFit start from the offline MiniLM (tens of seconds each on 2 cores: slow suite);
     they leave nothing in the working directory (SetFit's trainer writes checkpoints/ by default)."""
-    from distil.config import TeacherConfig
+    from distil.config.schema import TeacherConfig
 
     (tmp_path / "cwd").mkdir()
     monkeypatch.chdir(tmp_path / "cwd")

@@ -10,12 +10,12 @@ import torch
 from omegaconf import OmegaConf
 from transformers import BertConfig, BertModel
 
-from distil.config import PretrainConfig
+from distil.config.schema import PretrainConfig
 from distil.errors import DistilError
 from distil.pretrain import mlm
 from distil.pretrain.corpus import ExampleSampler, tokenize
 from distil.pretrain.masking import IGNORE, mask_tokens
-from distil.store import ArtifactStore
+from distil.store.artifacts import ArtifactStore
 from distil.students.pretrained import PretrainedStart, from_checkpoint
 from distil.students.transformer import TransformerStudent
 from distil.students.vocab import TrimmedVocab

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 
-from distil.progress import progress_bar
+from distil.common.progress import progress_bar
 
 
 class Clock:
@@ -17,7 +17,7 @@ class Clock:
 
 def test_without_a_terminal_a_task_logs_its_count_once_per_heartbeat(caplog):
     clock = Clock()
-    caplog.set_level(logging.INFO, logger="distil.progress")
+    caplog.set_level(logging.INFO, logger="distil.common.progress")
     with progress_bar(heartbeat=60, get_time=clock) as progress:  # pytest's stderr is not a terminal
         bar = progress.add_task("task-agnostic SRA distillation", total=10, status="")
         for step in range(1, 11):
@@ -33,7 +33,7 @@ def test_without_a_terminal_a_task_logs_its_count_once_per_heartbeat(caplog):
 
 def test_advance_without_status_logs_the_count_alone(caplog):
     clock = Clock()
-    caplog.set_level(logging.INFO, logger="distil.progress")
+    caplog.set_level(logging.INFO, logger="distil.common.progress")
     with progress_bar(heartbeat=60, get_time=clock) as progress:
         bar = progress.add_task("teacher sentence vectors (cls)", total=None, status="")
         clock.now += 61

@@ -5,8 +5,8 @@ import json
 import pytest
 import torch
 
-from distil.losses import Targets, squared_error, weighted_loss
 from distil.tasks import get_task
+from distil.training.losses import Targets, squared_error, weighted_loss
 from tests.test_cli import distil_in_process
 
 REGRESSION = get_task("regression", pair=True)
@@ -53,7 +53,7 @@ def test_losses_that_need_classes_are_refused(tmp_path, monkeypatch, capsys, sch
 
 
 def test_regression_runs_end_to_end_and_predicts_a_score(tmp_path, monkeypatch, capsys):
-    from distil.predict import main as predict
+    from distil.serve.predict import main as predict
 
     code, _, err = distil_in_process(["debug=smoke", "dataset=toy-sts", "schedule=d1", "student=siamese"], tmp_path,
                                      monkeypatch, capsys)

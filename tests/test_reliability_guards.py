@@ -12,10 +12,10 @@ import torch
 
 from distil.data.split import build_task_data
 from distil.errors import DistilError
-from distil.flags import data_warnings, student_warnings
-from distil.pipeline import prepare_data
-from distil.report import collect
-from distil.store import ArtifactStore
+from distil.run.flags import data_warnings, student_warnings
+from distil.run.pipeline import prepare_data
+from distil.store.artifacts import ArtifactStore
+from distil.tables.report import collect
 from distil.tasks import make_task
 from distil.teacher import cache, ensure_targets, ensure_teacher, load_finetuned
 from distil.teacher.finetune import check_finite_weights

@@ -6,7 +6,7 @@ import re
 import pandas as pd
 import pytest
 
-from distil.report import main
+from distil.tables.report import main
 from tests.test_metrics import METRICS
 
 
@@ -63,8 +63,8 @@ def test_report_summary_when_every_cell_is_ok(tmp_path, capsys):
 
 
 def test_a_pipe_in_a_run_label_keeps_the_md_row_in_its_columns(tmp_path):
-    """Every md writer escapes '|' (distil/markdown.py): a sweep over a schedule named "RL | LL + CE"."""
-    from distil.report import write_tables
+    """Every md writer escapes '|' (distil/common/markdown.py): a sweep over a schedule named "RL | LL + CE"."""
+    from distil.tables.report import write_tables
 
     table = pd.DataFrame({"run": ["schedule=RL | LL + CE"], "student_test": [81.234], "params": [1200]})
     md, _ = write_tables(table, tmp_path)

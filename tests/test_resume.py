@@ -18,10 +18,10 @@ import pandas as pd
 import pytest
 import torch
 
-from distil import cli
-from distil.checkpoint import Checkpoint
-from distil.schedule import StageTrainer
-from distil.train import fit
+from distil.cli import main as cli
+from distil.run.schedule import StageTrainer
+from distil.training.checkpoint import Checkpoint
+from distil.training.loop import fit
 
 # every epoch is checkpointed, so an interruption anywhere has a checkpoint to resume from
 EVERY_EPOCH = "trainer.checkpoint_every_seconds=0"
@@ -225,7 +225,7 @@ def test_killed_ten_times_in_every_phase_ends_with_identical_metrics(tmp_path):
 
 @pytest.mark.slow  # ~10 s: a benchmark command, run with make test-slow
 def test_checkpoint_benchmark_writes_its_table(tmp_path):
-    from distil.bench_checkpoint import main
+    from distil.bench.checkpoint import main
 
     main(["--quick", "--epochs", "1", "--out", str(tmp_path)])
     table = pd.read_csv(tmp_path / "bench_checkpoint.csv")
@@ -236,7 +236,7 @@ def test_checkpoint_benchmark_writes_its_table(tmp_path):
 
 
 def test_checkpoint_key_changes_with_what_changes_training(smoke_cfg):
-    from distil.checkpoint import training_key
+    from distil.training.checkpoint import training_key
 
     base = training_key(smoke_cfg(), "en")
     assert training_key(smoke_cfg(), "en") == base

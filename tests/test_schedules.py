@@ -6,13 +6,12 @@ import numpy as np
 import pytest
 import torch
 
-from distil.cli import CONF_DIR
+from distil.cli.main import CONF_DIR
+from distil.config.overrides import group_options
 from distil.data.ragged import Ragged
 from distil.errors import DistilError
-from distil.evaluate import student_logits
-from distil.losses import Targets, weighted_loss
-from distil.overrides import group_options
-from distil.schedule import (
+from distil.run.evaluate import student_logits
+from distil.run.schedule import (
     StageTrainer,
     StudentSplit,
     needs_teacher_hidden,
@@ -25,6 +24,7 @@ from distil.students import build_student
 from distil.tasks import get_task
 from distil.tasks.classification import accuracy
 from distil.teacher.cache import TargetView
+from distil.training.losses import Targets, weighted_loss
 
 CLASSIFICATION = get_task("classification")
 SCHEDULES = group_options(CONF_DIR, "schedule")
@@ -261,7 +261,7 @@ def test_restore_best_keeps_the_better_model_when_a_later_step_is_worse(smoke_cf
     wrecking = smoke_cfg(f"schedule={schedule}", "trainer.epochs=2", "trainer.optimizer=sgd", "trainer.lr=1e4",
                          "trainer.grad_clip=0", "trainer.lr_schedule=constant")
     records = run_schedule(wrecking.schedule, wrecking.trainer, model, splits, evaluate, CLASSIFICATION, seed=1)
-    # an epoch worse on dev, or a loss so large it is not finite (fit stops at once: distil.train)
+    # an epoch worse on dev, or a loss so large it is not finite (fit stops at once: distil.training.loop)
     wrecked = [h["dev"] < good_dev for r in records for h in r["history"] if h["epoch"] > 0]
     assert any(wrecked + [bool(r.get("nonfinite")) for r in records]), "the wrecking run should wreck something"
     assert all(r["best_epoch"] == 0 for r in records if r["name"] == records[-1]["name"])
@@ -337,7 +337,7 @@ def test_bad_stage_settings_fail_before_training(smoke_cfg, override, message):
 
 
 def test_weight_expressions_are_arithmetic_only():
-    from distil.config import arithmetic
+    from distil.config.schema import arithmetic
     assert arithmetic("2 * (1 - 0.25)") == 1.5 and arithmetic("-1 / 4 + 1") == 0.75
     with pytest.raises(ValueError, match="not arithmetic"):
         arithmetic("__import__('os').getcwd()")
@@ -347,7 +347,7 @@ def test_weight_expressions_are_arithmetic_only():
                                       "soft", "joint", "rl-llce", "rlll-ce"])
 def test_papers_with_d_u_read_the_teacher_on_the_transfer_set_only(smoke_cfg, schedule):
     """Mukherjee & Awadallah eq. 8 and XtremeDistil eq. 7 / Algorithm 1: teacher targets on D_u."""
-    from distil.losses import LOSSES
+    from distil.training.losses import LOSSES
     for stage in smoke_cfg(f"schedule={schedule}").schedule.stages:
         if any(LOSSES[name].needs == "teacher" for name in stage.losses):
             assert list(stage.data) == ["transfer"] or stage.teacher_rows == "transfer", stage.name

@@ -11,12 +11,12 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from distil.checkpoint import Checkpoint
-from distil.config import TeacherConfig
+from distil.config.schema import TeacherConfig
 from distil.errors import DistilError
 from distil.teacher import finetune
 from distil.teacher.load import OFFLINE_MODEL_PACKAGES, resolve_source
-from distil.train import fit
+from distil.training.checkpoint import Checkpoint
+from distil.training.loop import fit
 from tests.test_cli import distil_in_process
 
 PACKAGE = Path(__file__).resolve().parent.parent / "distil"

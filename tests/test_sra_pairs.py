@@ -10,13 +10,13 @@ import torch
 import torch.nn.functional as F
 
 from distil.data.batching import model_inputs
-from distil.losses import weighted_loss
-from distil.pipeline import prepare_data, run
-from distil.schedule import StudentSplit
-from distil.store import Artifact
+from distil.run.pipeline import prepare_data, run
+from distil.run.schedule import StudentSplit
+from distil.store.artifacts import Artifact
 from distil.students import build_student
 from distil.tasks import make_task
 from distil.teacher import load_finetuned, open_targets
+from distil.training.losses import weighted_loss
 from tests.conftest import compose_config
 
 PAIR_RUN = ("debug=smoke", "+experiment=smoke-pair", "schedule=sra", "trainer.epochs=1", "teacher.shard_size=10")

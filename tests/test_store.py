@@ -3,7 +3,7 @@
 import pytest
 
 from distil.errors import DistilError
-from distil.store import ArtifactStore, release_read_locks
+from distil.store.artifacts import ArtifactStore, release_read_locks
 
 
 def writer(calls):
@@ -80,7 +80,7 @@ def test_a_second_process_waits_for_the_build_and_reuses_it(tmp_path, caplog):
     import logging
     import multiprocessing
 
-    caplog.set_level(logging.INFO, logger="distil.store")
+    caplog.set_level(logging.INFO, logger="distil.store.artifacts")
 
     context = multiprocessing.get_context("fork")
     started = context.Event()
@@ -155,7 +155,7 @@ def test_a_run_removes_build_directories_nobody_can_resume(tmp_path, caplog):
     (tmp_path / "things" / "x-2222222222222222").mkdir()  # a damaged artifact another run is rebuilding
     held = (tmp_path / "locks" / "x-2222222222222222.lock").open("a")
     fcntl.flock(held, fcntl.LOCK_EX)
-    with caplog.at_level(logging.INFO, logger="distil.store"):
+    with caplog.at_level(logging.INFO, logger="distil.store.artifacts"):
         store.remove_stale_builds()
     held.close()
     assert sorted(p.name for p in tmp.iterdir()) == sorted([names["resumable"], names["building"], names["alive"],

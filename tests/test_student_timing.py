@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from distil.student_timing import Timed, time_models, timing_is_current, with_ratios
 from distil.tables.plots import pareto
 from distil.tables.preset import Axis, Cell, Scale, TablePreset
 from distil.tables.render import write_table
+from distil.tables.timing import Timed, time_models, timing_is_current, with_ratios
 from tests.test_tables_render import md_rows
 from tests.test_tables_run import table, write_preset
 
@@ -109,7 +109,7 @@ def frontier_run(accuracy: float, single_ms: float, batch_seconds: list[float], 
 
 
 def test_issue_15_targets_read_pass_by_pass_ratios_and_the_frontier():
-    from distil.frontier_targets import BILSTM, MODEL2VEC, STATIC, targets
+    from distil.tables.frontier_targets import BILSTM, MODEL2VEC, STATIC, targets
 
     runs = {(STATIC, 1): frontier_run(0.80, 0.5, [0.1, 0.1], [0.2, 0.2]),
             (STATIC, 2): frontier_run(0.79, 0.5, [0.1, 0.2], [0.2, 0.2]),
@@ -133,7 +133,7 @@ def test_issue_15_targets_read_pass_by_pass_ratios_and_the_frontier():
 
 
 def test_a_peer_within_the_spread_of_a_faster_runner_student_is_a_tie_not_a_loss():
-    from distil.frontier_targets import BILSTM, targets
+    from distil.tables.frontier_targets import BILSTM, targets
 
     setfit = "peer: SetFit (labels)"
 
@@ -155,7 +155,7 @@ def test_a_peer_within_the_spread_of_a_faster_runner_student_is_a_tie_not_a_loss
 
 
 def test_the_frontier_judges_a_peer_by_the_seed_noise_pooled_over_every_timed_row():
-    from distil.frontier_targets import BILSTM, targets
+    from distil.tables.frontier_targets import BILSTM, targets
 
     setfit, slower = "peer: SetFit (labels)", "a slower runner student"
     runs = {(BILSTM, 1): frontier_run(0.81, 3.0, [1.0], [1.0]), (BILSTM, 2): frontier_run(0.81, 3.0, [1.0], [1.0]),
@@ -170,7 +170,7 @@ def test_the_frontier_judges_a_peer_by_the_seed_noise_pooled_over_every_timed_ro
 
 
 def test_the_static_accuracy_target_takes_the_schedule_best_on_dev_and_reports_its_test():
-    from distil.frontier_targets import targets
+    from distil.tables.frontier_targets import targets
 
     def run(dev: float, test: float) -> dict:
         return {"status": "ok", "student": {"dev": {"accuracy": dev}, "test": {"accuracy": test}}}
@@ -186,7 +186,7 @@ def test_the_static_accuracy_target_takes_the_schedule_best_on_dev_and_reports_i
 
 
 def test_a_timing_is_current_only_for_the_same_group_and_todays_serving_code(tmp_path):
-    from distil.student_timing import SERVING_VERSION
+    from distil.tables.timing import SERVING_VERSION
 
     cells = {key: tmp_path / key for key in ("a", "b")}
     for directory in cells.values():

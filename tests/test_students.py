@@ -5,7 +5,7 @@ import torch
 from omegaconf import OmegaConf
 from torch import nn
 
-from distil.config import StudentConfig
+from distil.config.schema import StudentConfig
 from distil.data.batching import model_inputs
 from distil.errors import DistilError
 from distil.students import FAMILIES, build_student, check_student, count_params

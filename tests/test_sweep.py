@@ -3,7 +3,7 @@
 import json
 import os
 
-from distil.sweep import finished_metrics
+from distil.run.sweep import finished_metrics
 from tests.test_cli import distil_in_process
 
 # What a finished cell's metrics.json needs for the skip (and for the sweeper's return value).
@@ -11,8 +11,8 @@ FINISHED = {"status": "ok", "metric": "accuracy", "student": {"dev": {"accuracy"
 
 
 def test_a_rerun_sweep_skips_finished_cells_and_reruns_crashed_and_missing_ones(tmp_path, monkeypatch, capsys):
-    from distil import pipeline
-    from distil.report import collect
+    from distil.run import pipeline
+    from distil.tables.report import collect
 
     sweep_dir = tmp_path / "sweep"
     real_run = pipeline.run

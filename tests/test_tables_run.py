@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from distil.config import without_defaults
+from distil.config.schema import without_defaults
 from distil.errors import DistilError
 from distil.tables import run
 from distil.tables.cells import cell_key, cell_specs, collect, expand
@@ -86,7 +86,7 @@ def test_a_cell_composes_as_hydra_does_in_one_step(overrides):
     the same config, to the last key, as Hydra composing every override at once."""
     from hydra import compose, initialize_config_dir
 
-    from distil.cli import CONF_DIR
+    from distil.cli.main import CONF_DIR
     from distil.tables.cells import _compose
 
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
@@ -120,7 +120,7 @@ class RunV2(RunV1):
 
 
 def test_a_setting_added_to_the_schema_at_its_default_leaves_the_key_data_as_it_was():
-    """So adding a setting to distil/config.py re-runs no finished cell; setting it does change the key."""
+    """So adding a setting to distil/config/schema.py re-runs no finished cell; setting it does change the key."""
     def keyed(schema, values):
         node = OmegaConf.merge(OmegaConf.structured(schema), values)
         return without_defaults(OmegaConf.to_container(node, resolve=False), node)
@@ -563,7 +563,7 @@ def test_a_bench_csv_is_reused_only_for_the_overrides_it_was_measured_with(tmp_p
 
 def test_only_cells_run_here_are_timed_a_recorded_cell_keeps_its_recorded_timing(tmp_path, monkeypatch):
     """A cell read from the tracked results ran on another machine: its student is not here to time."""
-    import distil.student_timing
+    import distil.tables.timing
 
     preset = dataclasses.replace(load_preset("frontier-sst2"), name="timed")
     here, elsewhere = (Cell(row=row, column=None, seed=1, overrides=[], key=key)
@@ -573,8 +573,8 @@ def test_only_cells_run_here_are_timed_a_recorded_cell_keeps_its_recorded_timing
     (tmp_path / "cells" / here.key / "metrics.json").write_text(json.dumps(finished))
     run.ledger.record(elsewhere.key, {**finished, "timing": {"speedup": 3.0}})
     timed = []
-    monkeypatch.setattr(distil.student_timing, "timing_is_current", lambda directories: False)
-    monkeypatch.setattr(distil.student_timing, "time_cells",
+    monkeypatch.setattr(distil.tables.timing, "timing_is_current", lambda directories: False)
+    monkeypatch.setattr(distil.tables.timing, "time_cells",
                         lambda directories, overrides, root: timed.append(sorted(directories)))
     assert run.run_timing(preset, [here, elsewhere], tmp_path) == []
     assert timed == [[here.key]] and elsewhere.recorded and not here.recorded

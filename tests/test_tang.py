@@ -14,7 +14,7 @@ import torch
 from safetensors.torch import load_file
 
 from distil.errors import DistilError
-from distil.pipeline import TeacherVocab, initialise_embeddings
+from distil.run.pipeline import TeacherVocab, initialise_embeddings
 from distil.students import build_student, check_student, count_params, reads_words
 from distil.students.tang import TangStudent
 from distil.students.vocab import TrimmedVocab
@@ -142,7 +142,7 @@ def test_pretrained_vectors_file_loads_into_the_embedding(tokens, tmp_path):
 # words + a vectors file with the slow tests: the same path, another vocabulary
 @pytest.mark.parametrize("tokens,init", [pytest.param("words", "file", marks=pytest.mark.slow), ("wordpieces", "svd")])
 def test_tang_runs_end_to_end_on_words_or_wordpieces(tokens, init, tmp_path, monkeypatch, capsys):
-    from distil.predict import main as predict
+    from distil.serve.predict import main as predict
     from tests.test_cli import distil_in_process
 
     vectors = write_vectors(tmp_path / "vectors.txt", {"chef": [0.1] * 32, "soup": [0.2] * 32})

@@ -5,8 +5,8 @@ import torch
 from omegaconf import OmegaConf
 from transformers import BertTokenizer
 
-from distil.cli import CONF_DIR
-from distil.config import DatasetConfig, TransferSizeConfig
+from distil.cli.main import CONF_DIR
+from distil.config.schema import DatasetConfig, TransferSizeConfig
 from distil.data.conll import read_conll
 from distil.data.load import load_raw_splits
 from distil.data.split import build_task_data

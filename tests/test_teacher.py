@@ -12,8 +12,8 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from distil.pipeline import prepare_data
-from distil.store import ArtifactStore
+from distil.run.pipeline import prepare_data
+from distil.store.artifacts import ArtifactStore
 from distil.tasks import make_task
 from distil.teacher import ensure_targets, ensure_teacher, load_finetuned, open_targets
 from distil.teacher.cache import shard_name
@@ -202,7 +202,7 @@ def dying(tensors, path):
         os.kill(os.getpid(), 9)
     return original(tensors, path)
 cache.save_file = dying
-from distil.cli import main
+from distil.cli.main import main
 sys.argv = ["distil", *sys.argv[3:]]
 main()
 """
@@ -252,7 +252,7 @@ def shard_bytes_of(path):
 def test_finetuning_killed_after_an_epoch_resumes_from_its_checkpoint(smoke_cfg, monkeypatch):
     """An interrupted fine-tuning continues from the last finished epoch and ends with the
     same weights as one that was never interrupted."""
-    from distil.checkpoint import Checkpoint
+    from distil.training.checkpoint import Checkpoint
 
     cfg = smoke_cfg("teacher.finetune.epochs=3", "teacher.finetune.patience=3")
     task, data, prepared, store = setup(cfg)
@@ -299,7 +299,7 @@ def test_reading_thousands_of_shards_keeps_few_files_open(smoke_cfg, monkeypatch
     ("needed", "pair", True, -1),
 ])
 def test_which_layer_the_cache_holds(smoke_cfg, policy, task, needed, expected):
-    from distil.pipeline import layer_to_cache
+    from distil.run.pipeline import layer_to_cache
     from distil.tasks import get_task
 
     cfg = smoke_cfg(f"teacher.cache_layer={policy}")
@@ -308,7 +308,7 @@ def test_which_layer_the_cache_holds(smoke_cfg, policy, task, needed, expected):
 
 def test_unknown_cache_layer_policy_is_one_clear_error(smoke_cfg):
     from distil.errors import DistilError
-    from distil.pipeline import layer_to_cache
+    from distil.run.pipeline import layer_to_cache
     from distil.tasks import get_task
 
     with pytest.raises(DistilError, match="unknown teacher.cache_layer 'always'; choose one of: auto, needed"):
@@ -356,7 +356,7 @@ def test_only_a_pair_can_be_cached_apart(smoke_cfg):
     ("pair", "siamese", None, False),  # logits only
 ])
 def test_which_students_get_a_pairs_sentences_apart(smoke_cfg, task, student, layer, expected):
-    from distil.pipeline import cache_pairs_apart
+    from distil.run.pipeline import cache_pairs_apart
     from distil.tasks import get_task
 
     assert cache_pairs_apart(get_task(task), smoke_cfg(f"student={student}").student, layer) is expected

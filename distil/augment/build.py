@@ -25,11 +25,11 @@ import pyarrow as pa
 
 from distil.augment import pos
 from distil.augment.tang import PosLexicon, Sentence, TangSettings, augment_example
-from distil.config import AugmentConfig, DatasetConfig
+from distil.common.progress import progress_bar
+from distil.config.schema import AugmentConfig, DatasetConfig
 from distil.data.load import read_text_lines, resolve_data_path
 from distil.errors import DistilError, check_choice
-from distil.progress import progress_bar
-from distil.store import ArtifactStore
+from distil.store.artifacts import ArtifactStore
 from distil.tasks import Task
 
 log = logging.getLogger(__name__)

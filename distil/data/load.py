@@ -16,7 +16,7 @@ from pathlib import Path
 
 import datasets
 
-from distil.config import DatasetConfig
+from distil.config.schema import DatasetConfig
 from distil.data.check_file import CSV_DIALECTS, check_text_file, read_csv_rows
 from distil.data.conll import read_conll
 from distil.errors import DistilError, check_choice

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 import datasets
 import numpy as np
 
-from distil.config import DatasetConfig, TransferSizeConfig
+from distil.config.schema import DatasetConfig, TransferSizeConfig
 from distil.data.load import is_extra_test, load_raw_splits, load_unlabeled_file
 from distil.errors import DistilError
 from distil.tasks import NO_LABEL, Task, make_task

@@ -21,12 +21,12 @@ import torch
 from safetensors.torch import save_file
 from transformers import BertConfig, BertForMaskedLM, BertForPreTraining, get_linear_schedule_with_warmup
 
-from distil.config import PretrainConfig, as_plain_dict
+from distil.common.progress import progress_bar
+from distil.config.schema import PretrainConfig, as_plain_dict
 from distil.errors import DistilError, check_choice
 from distil.pretrain.corpus import ExampleSampler, lines_digest, read_lines, tokenize
 from distil.pretrain.masking import IGNORE
-from distil.progress import progress_bar
-from distil.store import Artifact, ArtifactStore
+from distil.store.artifacts import Artifact, ArtifactStore
 
 log = logging.getLogger(__name__)
 

@@ -27,15 +27,15 @@ import torch
 from omegaconf import OmegaConf
 from safetensors.torch import load_file, save_file
 
-from distil.config import as_plain_dict
+from distil.common.progress import progress_bar
+from distil.config.schema import as_plain_dict
 from distil.data.batching import length_bucketed_batches, pad, shuffled_batches
 from distil.errors import DistilError, check_choice
-from distil.losses import representation_cosine
 from distil.pretrain.corpus import lines_digest, read_lines
-from distil.progress import progress_bar
-from distil.store import Artifact, ArtifactStore
+from distil.store.artifacts import Artifact, ArtifactStore
 from distil.students.sra import SRAStudent
 from distil.students.vocab import TrimmedVocab
+from distil.training.losses import representation_cosine
 
 log = logging.getLogger(__name__)
 

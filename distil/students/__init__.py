@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from distil.config import StudentConfig
+from distil.config.schema import StudentConfig
 from distil.errors import DistilError, check_choice
 from distil.students.bilstm import BiLSTMClassifier
 from distil.students.bilstm_tagger import BiLSTMTagger

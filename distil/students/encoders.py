@@ -6,7 +6,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from distil.config import StudentConfig
+from distil.config.schema import StudentConfig
 
 
 class BiLSTMEncoder(nn.Module):

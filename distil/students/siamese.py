@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from distil.config import StudentConfig
+from distil.config.schema import StudentConfig
 from distil.students.encoders import BiLSTMEncoder
 from distil.tasks import Task
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from distil.config import StudentConfig
+from distil.config.schema import StudentConfig
 from distil.students.encoders import BiLSTMEncoder, max_pool
 from distil.students.pairs import pair_features
 from distil.tasks import Task

@@ -12,7 +12,7 @@ import torch
 from torch import nn
 from transformers import BertConfig, BertModel
 
-from distil.config import StudentConfig
+from distil.config.schema import StudentConfig
 from distil.tasks import Task
 
 

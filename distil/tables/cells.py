@@ -25,10 +25,10 @@ from hydra.errors import HydraException
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from distil.cli import CONF_DIR, INTERRUPTED_STATUS, hydra_message
-from distil.config import without_defaults
+from distil.cli.main import CONF_DIR, INTERRUPTED_STATUS, hydra_message
+from distil.config.overrides import CONFIG_DIR_ENV, check_overrides, with_config_dir_env
+from distil.config.schema import without_defaults
 from distil.errors import DistilError
-from distil.overrides import CONFIG_DIR_ENV, check_overrides, with_config_dir_env
 from distil.tables import ledger
 from distil.tables.preset import Axis, Cell, TablePreset
 
@@ -173,7 +173,7 @@ def cell_dir(root: Path, key: str) -> Path:
     return Path(root) / "cells" / key
 
 
-TIMING_FILE = "timing.json"  # written by distil.student_timing for tables with `timing: true`
+TIMING_FILE = "timing.json"  # written by distil.tables.timing for tables with `timing: true`
 
 
 def collect(cells: list[Cell], root: Path) -> list[Cell]:
@@ -191,7 +191,7 @@ class Result(NamedTuple):
 
 def result_of(root: Path, key: str) -> Result:
     """A cell's (metrics, error, recorded): its run in `<root>/cells/<key>/` (metrics.json, with its timing.json under
-    `timing` if the student was timed, see distil.student_timing); when that run has no number, the
+    `timing` if the student was timed, see distil.tables.timing); when that run has no number, the
     tracked record of the cell (distil.tables.ledger: a finished cell of another machine); else why
     there is no number."""
     directory = cell_dir(root, key)

@@ -18,7 +18,7 @@ import json
 import os
 from pathlib import Path
 
-from distil.atomic import write_json_atomic
+from distil.common.atomic import write_json_atomic
 
 RESULTS_ENV = "DISTIL_RESULTS"
 

@@ -16,8 +16,8 @@ import yaml
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from distil.config.overrides import CONFIG_DIR_ENV
 from distil.errors import DistilError, check_choice, unknown_choice
-from distil.overrides import CONFIG_DIR_ENV
 from distil.tables.preset import BENCHES, COMPARES, FORMATS, KINDS, READS, ROWS_FROM, SCALES, SETS, Axis, TablePreset
 
 PRESET_DIR = Path(__file__).resolve().parent.parent / "conf" / "table"

@@ -121,7 +121,7 @@ class TablePreset:
     notes: str = ""
     plot: dict[str, Any] | None = None
     # sweeps: after the cells, time every finished student against its teacher in one interleaved run
-    # (distil.student_timing; read as timing.<field>, e.g. timing.single_ms, timing.speedup)
+    # (distil.tables.timing; read as timing.<field>, e.g. timing.single_ms, timing.speedup)
     timing: bool = False
     set: str = "papers"  # papers: a table of the five papers; frontier: the students side by side (make frontier)
     # a bench table: which measurement it reads, outputs/tables/<bench>.csv, written by BENCHES[bench]

@@ -34,8 +34,8 @@ from typing import Any
 
 import pandas as pd
 
+from distil.common.markdown import to_markdown
 from distil.errors import DistilError, check_choice
-from distil.markdown import to_markdown
 from distil.tables import orderings
 from distil.tables.cells import NOT_RUN, NOT_TIMED, runs_of, waiting
 from distil.tables.preset import BENCHES, Axis, Cell, TablePreset, bench_csv
@@ -96,7 +96,7 @@ class Entry:
 
 def write_table(preset: TablePreset, cells: list[Cell], out_dir: Path, scale: str = "cpu") -> list[Path]:
     """Write `<out_dir>/<preset.name>.{md,csv,tex}` and, if preset.plot is set, `.png`; return the paths."""
-    from distil.atomic import write_atomic
+    from distil.common.atomic import write_atomic
 
     check_renderable(preset)
     out_dir = Path(out_dir)
@@ -313,7 +313,7 @@ def row_samples(preset: TablePreset, row: str, record: dict | None, error: str |
 def data_samples(preset: TablePreset, scale: str) -> list[Sample]:
     """One dataset summary per row, computed as `distil-data` does; a dataset that cannot be
     read is that row's error, not the end of the table."""
-    from distil.data_summary import load_splits, overview
+    from distil.data.summary import load_splits, overview
 
     base = preset.scales[scale].base if scale in preset.scales else []
     samples = []

@@ -33,10 +33,10 @@ from pathlib import Path
 from rich.console import Console
 from rich.text import Text
 
-from distil.atomic import write_json_atomic
-from distil.command import console_command
+from distil.common.atomic import write_json_atomic
+from distil.common.console import console_command
+from distil.common.interrupt import exit_on_interrupt
 from distil.errors import DistilError, did_you_mean
-from distil.interrupt import exit_on_interrupt
 from distil.tables import ledger
 from distil.tables.cells import cell_dir, cell_specs, collect, expand, label, read_result, result_of, runs_of
 from distil.tables.load import cpu_estimate, load_preset, preset_files, presets
@@ -166,8 +166,8 @@ def file_digest(path: Path) -> str:
 
 def run_timing(preset: TablePreset, cells: list[Cell], root: Path) -> list[str]:
     """A table with `timing: true` times its finished students against their teacher in one run
-    (distil.student_timing), once per teacher; a group already timed together is not timed again."""
-    from distil.student_timing import time_cells, timing_is_current
+    (distil.tables.timing), once per teacher; a group already timed together is not timed again."""
+    from distil.tables.timing import time_cells, timing_is_current
 
     groups: dict[str, dict[str, Cell]] = {}
     for cell in collect(cells, root):

@@ -16,7 +16,7 @@ from transformers import AutoModelForSequenceClassification
 
 from distil.data.prepared import PreparedSplit
 from distil.errors import DistilError
-from distil.losses import cross_entropy
+from distil.training.losses import cross_entropy
 
 NO_LABEL = -1  # a transfer-set example (or token) has no gold label
 Logits = torch.Tensor | list[torch.Tensor]  # [N, C], or per example [len_i, C] for tagging

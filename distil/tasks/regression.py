@@ -14,9 +14,9 @@ import torch
 
 from distil.data.prepared import PreparedSplit
 from distil.errors import DistilError
-from distil.losses import squared_error
 from distil.tasks.base import Task
 from distil.tasks.text import encode_user_text, encode_user_texts, prepare_texts
+from distil.training.losses import squared_error
 
 NO_SCORE = math.nan  # a transfer-set example has no gold score
 

@@ -45,12 +45,12 @@ import numpy as np
 import torch
 from safetensors.torch import save_file
 
-from distil.config import TeacherConfig
+from distil.common.progress import progress_bar
+from distil.config.schema import TeacherConfig
 from distil.data.prepared import PreparedSplit
 from distil.data.split import TaskData
 from distil.errors import DistilError
-from distil.progress import progress_bar
-from distil.store import Artifact, ArtifactStore, file_problem
+from distil.store.artifacts import Artifact, ArtifactStore, file_problem
 from distil.tasks import Task
 from distil.teacher.finetune import lr_setting
 from distil.teacher.inference import teacher_batches

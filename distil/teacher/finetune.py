@@ -35,17 +35,17 @@ import numpy as np
 import torch
 from transformers import get_linear_schedule_with_warmup
 
-from distil.checkpoint import Checkpoint
-from distil.config import FineTuneConfig, TeacherConfig
+from distil.config.schema import FineTuneConfig, TeacherConfig
 from distil.data.batching import shuffled_batches
 from distil.data.prepared import PreparedSplit
 from distil.data.split import TaskData
 from distil.errors import DistilError
-from distil.store import Artifact, ArtifactStore
+from distil.store.artifacts import Artifact, ArtifactStore
 from distil.tasks import Task
 from distil.teacher.inference import teacher_split_logits
 from distil.teacher.load import load_pretrained, source_identity
-from distil.train import fit
+from distil.training.checkpoint import Checkpoint
+from distil.training.loop import fit
 
 log = logging.getLogger(__name__)
 

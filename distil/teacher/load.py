@@ -11,7 +11,7 @@ from typing import Any
 import torch
 from transformers import AutoConfig, AutoModel, AutoTokenizer, BertConfig, BertModel, BertTokenizer
 
-from distil.config import TeacherConfig
+from distil.config.schema import TeacherConfig
 from distil.errors import DistilError
 from distil.tasks import Task
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from distil.progress import progress_bar
+from distil.common.progress import progress_bar
 
 BATCH = 1024  # three tokens each: a batch is a few MB of activations
 

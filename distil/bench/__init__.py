@@ -1,0 +1,1 @@
+"""Benchmarks: one shared harness and the measurements every table shares."""

@@ -1,0 +1,1 @@
+"""The one `distil` command, one file per subcommand; nothing imports it."""

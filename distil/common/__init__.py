@@ -1,0 +1,1 @@
+"""Ground: atomic writes, progress bars, console helpers, interrupts."""

@@ -1,0 +1,37 @@
+"""Run and sweep directories that no two runs share, even when started in the same second.
+
+`hydra.run.dir` (and the default `hydra.sweep.dir`) are `${distil_unique_dir:<time-stamped path>}`:
+the resolver creates the directory with an atomic `mkdir`, and if another run made it first it
+takes `<path>_2`, `<path>_3`, ... Names stay readable and sort by start time (`23-09-00` <
+`23-09-00_2` < `23-09-01`). OmegaConf caches the value per config (as Hydra's own `now`), and
+Hydra copies that cache into every sweep cell's config, so one run resolves to one directory.
+A directory given explicitly (hydra.run.dir=..., hydra.sweep.dir=...) is used as it is: a
+sweep re-run into its own directory is how an interrupted sweep resumes (distil/run/sweep.py).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from omegaconf import OmegaConf
+
+RESOLVER = "distil_unique_dir"
+
+
+def unique_dir(base: str) -> str:
+    """Create and return `base`, or the first `base_<n>` no other run has created."""
+    path = Path(base)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    candidate, n = path, 1
+    while True:
+        try:
+            os.mkdir(candidate)  # atomic: of two runs racing for a name exactly one gets it
+            return str(candidate)
+        except FileExistsError:
+            n += 1
+            candidate = path.with_name(f"{path.name}_{n}")
+
+
+def register_run_dir_resolver() -> None:
+    OmegaConf.register_new_resolver(RESOLVER, unique_dir, use_cache=True, replace=True)

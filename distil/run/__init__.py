@@ -1,0 +1,1 @@
+"""A run: its plan, pipeline, schedule and evaluation."""

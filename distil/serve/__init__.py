@@ -1,0 +1,1 @@
+"""A saved student: writing and reading its folder, its speed; no training code."""

@@ -1,0 +1,1 @@
+"""Ground: the content-addressed artifact store and its administration."""

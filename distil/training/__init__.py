@@ -1,0 +1,1 @@
+"""Ground: the one optimiser loop, its losses and checkpoints."""

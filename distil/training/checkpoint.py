@@ -1,0 +1,194 @@
+"""Checkpoints of training progress, so a killed run continues where it stopped.
+
+`Checkpoint` is one state dict in one file: written atomically (tmp + os.replace), read with
+`torch.load(weights_only=True)`, so it holds only tensors, numbers, strings and containers.
+
+`ScheduleCheckpoint` is a student's progress through its schedule: the records of the steps it
+finished, where it is (stage, unfreezing step), the model and random states at that step's
+start, and, inside a step, `fit`'s own state after its last saved epoch. It lives in
+`<paths.cache>/checkpoints/<hash>/`, keyed by everything that changes the student's training
+(not by run directory: each invocation gets a new one), under the store's exclusive lock while
+the student trains, and is removed when the schedule has finished.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import shutil
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from omegaconf import OmegaConf
+
+from distil.config.schema import without_defaults
+
+log = logging.getLogger(__name__)
+
+# The config groups whose values change what the student learns (trainer.checkpoint_every_seconds does not).
+TRAINING_GROUPS = ("teacher", "student", "schedule", "dataset", "transfer_size", "augment", "pretrain", "agnostic",
+                   "trainer")
+NOT_TRAINING = {"trainer": ("checkpoint_every_seconds", "speed_examples")}
+FORMAT_VERSION = 1
+
+
+class Checkpoint:
+    """One state dict in one file. With `every_seconds`, `due()` allows a save only that long
+    after the previous one: saving costs time, replaying an epoch after a crash is exact."""
+
+    def __init__(self, path: Path, every_seconds: float = 0.0):
+        self.path, self.every_seconds = Path(path), every_seconds
+        self._last_save = time.monotonic()
+
+    def load(self) -> dict | None:
+        if not self.path.is_file():
+            return None
+        return torch.load(self.path, weights_only=True)
+
+    def due(self) -> bool:
+        return time.monotonic() - self._last_save >= self.every_seconds
+
+    def save(self, state: dict) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        partial = self.path.with_name(self.path.name + ".partial")
+        torch.save(plain(state), partial)
+        os.replace(partial, self.path)  # a checkpoint is whole or absent
+        self._last_save = time.monotonic()
+
+    def __str__(self) -> str:
+        return str(self.path)
+
+
+def plain(value: Any) -> Any:
+    """`value` with numpy scalars (numbers, and strings as a split's language keys) as Python's:
+    what weights_only loading accepts."""
+    if isinstance(value, dict):
+        return {plain(k): plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(plain(v) for v in value)
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
+def rng_states(rng: np.random.Generator) -> dict:
+    """Every random state training reads: torch's (dropout, word dropout, init) and the schedule's batches."""
+    return {"torch_rng": torch.get_rng_state(), "numpy_rng": rng.bit_generator.state}
+
+
+def restore_rng_states(state: dict, rng: np.random.Generator) -> None:
+    torch.set_rng_state(state["torch_rng"])
+    rng.bit_generator.state = state["numpy_rng"]
+
+
+class ScheduleCheckpoint:
+    """A student's place in its schedule. Steps are numbered in the order they run, over all
+    stages; `next_step` is the first not finished (a stage stopped by a non-finite loss skips
+    its remaining steps, so it can be beyond the number of records)."""
+
+    def __init__(self, directory: Path, every_seconds: float = 0.0):
+        self.directory = Path(directory)
+        self.file = Checkpoint(self.directory / "schedule.pt", every_seconds)
+        self.state: dict | None = self._readable()
+
+    def _readable(self) -> dict | None:
+        """The saved state, or None if there is none or it cannot be used (then training starts over)."""
+        try:
+            state = self.file.load()
+        except Exception as error:  # noqa: BLE001 - any unreadable file: the schedule is only redone
+            problem = f"unreadable ({type(error).__name__})"
+        else:
+            if state is None or state.get("format") == FORMAT_VERSION:
+                return state
+            problem = f"format {state.get('format')}, not {FORMAT_VERSION}"
+        log.warning("checkpoint %s is %s: training the student from the start", self.file, problem)
+        return None
+
+    @property
+    def next_step(self) -> int:
+        return self.state["next_step"] if self.state else 0
+
+    def at_step_start(self) -> bool:
+        """Whether it was saved between two steps (else inside one, or never)."""
+        return self.state is not None and self.state["fit"] is None
+
+    def finished_records(self) -> list[dict]:
+        return list(self.state["records"]) if self.state else []
+
+    def restore_step_start(self, model: torch.nn.Module, rng: np.random.Generator) -> None:
+        """The model and random states as the next step found them (a step's own epochs are fit's)."""
+        model.load_state_dict(self.state["model"])
+        restore_rng_states(self.state, rng)
+
+    def step_done(self, next_step: int, records: list[dict], model: torch.nn.Module,
+                  rng: np.random.Generator) -> None:
+        """A step finished: its record is kept, and step `next_step` starts from here."""
+        self.state = {"format": FORMAT_VERSION, "next_step": next_step, "records": records,
+                      "model": model.state_dict(), **rng_states(rng), "fit": None}
+        self.file.save(self.state)
+
+    def for_step(self, description: str) -> StepCheckpoint:
+        return StepCheckpoint(self, description)
+
+    def remove(self) -> None:
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+
+class StepCheckpoint:
+    """What `fit` sees of a ScheduleCheckpoint: its own state for the step in progress."""
+
+    def __init__(self, schedule: ScheduleCheckpoint, description: str):
+        self.schedule, self.description = schedule, description
+
+    def load(self) -> dict | None:
+        state = self.schedule.state
+        return state["fit"] if state else None
+
+    def due(self) -> bool:
+        return self.schedule.file.due()
+
+    def save(self, fit_state: dict) -> None:
+        self.schedule.state = {**(self.schedule.state or {"format": FORMAT_VERSION, "next_step": 0, "records": []}),
+                               "fit": fit_state}
+        self.schedule.file.save(self.schedule.state)
+
+    def __str__(self) -> str:
+        return str(self.schedule.directory)
+
+
+def training_key(cfg, *parts: Any) -> str:
+    """A hash of everything that changes a student's training: the resolved config groups that
+    do, the seed, and `parts` (the language of a D0 student, the data it trains on). Settings at
+    their schema default and descriptions are left out, as in a table cell's key: a setting added
+    later, or reworded prose, does not orphan an interrupted run's checkpoint."""
+    groups = {}
+    for group in TRAINING_GROUPS:
+        values = without_defaults(OmegaConf.to_container(cfg[group], resolve=True), cfg[group])
+        for key in NOT_TRAINING.get(group, ()):
+            values.pop(key, None)
+        groups[group] = values
+    spec = {"format": FORMAT_VERSION, "groups": groups, "seed": cfg.seed, "parts": list(parts)}
+    return hashlib.sha256(json.dumps(spec, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+@contextmanager
+def schedule_checkpoint(cfg, *parts: Any) -> Iterator[ScheduleCheckpoint]:
+    """The student's checkpoint, held under the cache's exclusive lock for its key while it trains
+    (two identical runs never write one checkpoint: the second waits), removed once it finished.
+    An interrupted or failed student leaves it for the next run of the same command."""
+    from distil.store.artifacts import ArtifactStore  # the store's lock, so `distil cache` sees one lock scheme
+
+    key = training_key(cfg, *parts)
+    store = ArtifactStore(cfg.paths.cache)
+    with store.lock(f"checkpoint-{key}"):
+        checkpoint = ScheduleCheckpoint(store.root / "checkpoints" / key,
+                                        cfg.trainer.checkpoint_every_seconds)
+        yield checkpoint
+        checkpoint.remove()

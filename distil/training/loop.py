@@ -1,0 +1,163 @@
+"""The one training loop: teacher fine-tuning and every schedule stage run through `fit`.
+
+Early stopping and model selection use the dev score only; the best weights seen on
+dev are restored before `fit` returns.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+import torch
+
+from distil.common.progress import progress_bar
+
+log = logging.getLogger(__name__)
+
+Batch = Any
+
+
+@dataclass
+class FitResult:
+    best_dev: float
+    best_epoch: int
+    epochs_run: int
+    seconds: float
+    history: list[dict[str, float]] = field(default_factory=list)
+    # where a non-finite training loss stopped training ("epoch 2, batch 17"), or None
+    nonfinite: str | None = None
+
+
+class CheckpointLike(Protocol):
+    """Where `fit` keeps its state between epochs (distil.training.checkpoint.Checkpoint, StepCheckpoint)."""
+
+    def load(self) -> dict | None: ...
+    def due(self) -> bool: ...
+    def save(self, state: dict) -> None: ...
+
+
+def fit(
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    batches: Callable[[int], Sequence[Batch]],
+    loss_fn: Callable[[Batch], torch.Tensor],
+    evaluate: Callable[[], float],
+    *,
+    epochs: int,
+    patience: int,
+    min_steps: int = 0,
+    grad_clip: float | None = None,
+    scheduler: torch.optim.lr_scheduler.LRScheduler | None = None,
+    description: str = "training",
+    baseline: bool = False,
+    checkpoint: CheckpointLike | None = None,
+    rng: np.random.Generator | None = None,
+) -> FitResult:
+    """Train for up to `epochs`, stop after `patience` epochs without a better dev score, but never
+    before `min_steps` optimiser steps: on a few hundred labels an epoch is a dozen steps, and a
+    model whose dev score first falls (a tagger learning to tag everything O, a classifier
+    predicting one class) would be stopped before it learned anything.
+
+    `batches(epoch)` gives that epoch's batches, `loss_fn(batch)` the scalar loss,
+    `evaluate()` the dev score (higher is better). With `baseline`, the model as it
+    comes in is scored first and counts as epoch 0: if no epoch beats it, it is restored.
+    With `checkpoint` (e.g. distil.training.checkpoint.Checkpoint(path): it says when a save is due), finished
+    epochs are saved there (model, optimiser, scheduler, the torch and `rng` random states,
+    early-stopping state), and a run that finds one continues after that epoch exactly as if it
+    had never stopped. A non-finite training loss stops training at once, before it changes the
+    weights; the best weights so far are restored and `FitResult.nonfinite` says where it was.
+    """
+    start = time.perf_counter()
+    state = checkpoint.load() if checkpoint is not None else None
+    if state is not None:
+        _restore(state, model, optimizer, scheduler, rng)
+        log.info("resuming %s after epoch %d from %s", description, state["epoch"], checkpoint)
+        best_dev, best_epoch, best_state = state["best_dev"], state["best_epoch"], state["best_state"]
+        history, first_epoch, stopped = state["history"], state["epoch"] + 1, state["stopped"]
+        steps = state.get("steps", 0)
+    else:
+        best_dev, best_epoch, best_state = float("-inf"), 0, None
+        history, first_epoch, stopped, steps = [], 1, False, 0
+        if baseline:
+            model.eval()
+            best_dev = evaluate()
+            best_state = _snapshot(model)
+            history.append({"epoch": 0, "dev": best_dev})
+    nonfinite = None
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    with progress_bar() as progress:
+        task = progress.add_task(description, total=None, status="")
+        for epoch in range(first_epoch, epochs + 1):
+            if stopped:
+                break
+            epoch_batches = batches(epoch)
+            # reset, not update(completed=0): a finished epoch leaves the task marked finished, and
+            # its time left would read 0 for every later epoch
+            progress.reset(task, total=len(epoch_batches), description=f"{description} epoch {epoch}/{epochs}")
+            model.train()
+            running, seen = 0.0, 0
+            for number, batch in enumerate(epoch_batches, 1):
+                loss = loss_fn(batch)
+                value = loss.item()
+                if not math.isfinite(value):  # stop before it reaches the weights
+                    nonfinite = f"epoch {epoch}, batch {number}"
+                    log.warning("%s: training loss is %s at epoch %d, batch %d: stopping, keeping the best "
+                                "weights so far (epoch %d)", description, value, epoch, number, best_epoch)
+                    break
+                optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                if grad_clip:
+                    torch.nn.utils.clip_grad_norm_(trainable, grad_clip)
+                optimizer.step()
+                if scheduler is not None:
+                    scheduler.step()
+                running, seen, steps = running + value, seen + 1, steps + 1
+                progress.update(task, advance=1, status=f"loss {running / seen:.4f}")
+            if nonfinite:
+                break
+            model.eval()
+            dev = evaluate()
+            history.append({"epoch": epoch, "train_loss": running / max(seen, 1), "dev": dev})
+            log.info("%s epoch %d: train loss %.4f, dev %.4f", description, epoch,
+                     running / max(seen, 1), dev)
+            if dev > best_dev:
+                best_dev, best_epoch = dev, epoch
+                best_state = _snapshot(model)
+            elif epoch - best_epoch >= patience and steps >= min_steps:
+                log.info("%s: no dev improvement for %d epochs, stopping", description, patience)
+                stopped = True
+            if checkpoint is not None and checkpoint.due():
+                checkpoint.save({
+                    "epoch": epoch, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                    "scheduler": scheduler.state_dict() if scheduler is not None else None,
+                    "torch_rng": torch.get_rng_state(), "numpy_rng": rng.bit_generator.state if rng else None,
+                    "best_dev": best_dev, "best_epoch": best_epoch, "best_state": best_state,
+                    "history": history, "stopped": stopped, "steps": steps})
+            if stopped:
+                break
+    if best_state is not None:
+        model.load_state_dict(best_state)  # restore the best model on dev
+    model.eval()
+    epochs_run = sum(1 for h in history if h["epoch"] > 0)
+    return FitResult(best_dev, best_epoch, epochs_run, time.perf_counter() - start, history, nonfinite)
+
+
+def _restore(state: dict, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
+             scheduler: torch.optim.lr_scheduler.LRScheduler | None, rng: np.random.Generator | None) -> None:
+    model.load_state_dict(state["model"])
+    optimizer.load_state_dict(state["optimizer"])
+    if scheduler is not None:
+        scheduler.load_state_dict(state["scheduler"])
+    torch.set_rng_state(state["torch_rng"])
+    if rng is not None:
+        rng.bit_generator.state = state["numpy_rng"]
+
+
+def _snapshot(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    return {k: v.detach().clone() for k, v in model.state_dict().items()}
