@@ -8,7 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from distil.tables.cells import composed
+from distil.config.compose import composed
+from distil.data.load import load_raw_splits
+from distil.data.split import build_task_data
+from distil.tasks import make_task
 
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["HF_DATASETS_OFFLINE"] = "1"
@@ -28,6 +31,15 @@ def results_under_tmp(tmp_path, monkeypatch):
     """The tracked record of finished table cells (distil.tables.ledger) is the checkout's results/:
     no test writes there."""
     monkeypatch.setenv("DISTIL_RESULTS", str(tmp_path / "results"))
+
+
+def task_data_of(cfg, *args, **kwargs):
+    """build_task_data, handed the dataset's own task (data sits below tasks and never makes one)."""
+    return build_task_data(cfg, make_task(cfg), *args, **kwargs)
+
+
+def raw_splits_of(cfg, *args, **kwargs):
+    return load_raw_splits(cfg, make_task(cfg), *args, **kwargs)
 
 
 def compose_config(*overrides: str):

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from distil.bench import cache as bench_cache
-from distil.run.pipeline import quiet_libraries
+from distil.common.libraries import quiet_libraries
 from distil.tasks import get_task
 
 TEXTS = [

@@ -4,8 +4,8 @@ import pytest
 from omegaconf import OmegaConf
 
 from distil.config.schema import DatasetConfig, TransferSizeConfig
-from distil.data.split import build_task_data
 from distil.errors import DistilError
+from tests.conftest import task_data_of
 
 
 def dataset_cfg(**overrides):
@@ -34,7 +34,7 @@ def three_files(toy_table):
 def test_shipped_splits_are_kept_and_labeled_subset_drawn_per_class(three_files):
     data_dir, files = three_files
     cfg = dataset_cfg(files=files, split={"labeled_per_class": 5})
-    data = build_task_data(cfg, transfer(), str(data_dir), seed=1)
+    data = task_data_of(cfg, transfer(), str(data_dir), seed=1)
     assert data.summary() == {"labeled": 10, "transfer": 30, "dev": 6, "test": 8}
     assert sorted(data.splits["labeled"]["label"]) == [0] * 5 + [1] * 5
     assert set(data.splits["transfer"]["label"]) == {-1}
@@ -45,9 +45,9 @@ def test_shipped_splits_are_kept_and_labeled_subset_drawn_per_class(three_files)
 def test_splits_are_deterministic_given_the_seed(three_files):
     data_dir, files = three_files
     cfg = dataset_cfg(files=files, split={"labeled_per_class": 5})
-    first = build_task_data(cfg, transfer(), str(data_dir), seed=1)
-    again = build_task_data(cfg, transfer(), str(data_dir), seed=1)
-    other = build_task_data(cfg, transfer(), str(data_dir), seed=2)
+    first = task_data_of(cfg, transfer(), str(data_dir), seed=1)
+    again = task_data_of(cfg, transfer(), str(data_dir), seed=1)
+    other = task_data_of(cfg, transfer(), str(data_dir), seed=2)
     assert first.fingerprint("labeled", "transfer") == again.fingerprint("labeled", "transfer")
     assert first.fingerprint("labeled") != other.fingerprint("labeled")
     assert first.fingerprint("test") == other.fingerprint("test")
@@ -58,7 +58,7 @@ def test_dev_and_test_are_carved_from_train_when_missing(toy_table):
     write("train.tsv", rows(50))
     cfg = dataset_cfg(files={"train": "train.tsv"},
                       split={"test_fraction": 0.2, "dev_fraction": 0.1, "labeled_per_class": 10})
-    data = build_task_data(cfg, transfer(), str(data_dir), seed=1)
+    data = task_data_of(cfg, transfer(), str(data_dir), seed=1)
     sizes = data.summary()
     assert sizes["test"] == 20 and sizes["dev"] == 8
     assert sum(sizes.values()) == 100
@@ -70,7 +70,7 @@ def test_dev_and_test_are_carved_from_train_when_missing(toy_table):
 def test_transfer_size(three_files, size, expected):
     data_dir, files = three_files
     cfg = dataset_cfg(files=files, split={"labeled_per_class": 5})
-    data = build_task_data(cfg, transfer("x", **size), str(data_dir), seed=1)
+    data = task_data_of(cfg, transfer("x", **size), str(data_dir), seed=1)
     assert len(data.splits["transfer"]) == expected
 
 
@@ -79,7 +79,7 @@ def test_bbc_news_folders_load():
 
     cfg = OmegaConf.merge(OmegaConf.structured(DatasetConfig),
                           OmegaConf.load(CONF_DIR / "dataset" / "bbc-news.yaml"))
-    data = build_task_data(cfg, transfer(), "unused", seed=1)
+    data = task_data_of(cfg, transfer(), "unused", seed=1)
     assert data.num_labels == 5 and len(data.splits["labeled"]) == 250
     # BBC News repeats articles: 35 training copies of dev/test texts leave the transfer set
     assert data.overlap["transfer_dropped"] == 35 and sum(data.summary().values()) == 2225 - 35
@@ -92,19 +92,19 @@ def test_bbc_news_folders_load():
 def test_missing_file(three_files):
     data_dir, files = three_files
     with pytest.raises(DistilError, match="not found; check paths.data_dir"):
-        build_task_data(dataset_cfg(files={**files, "dev": "nope.tsv"}), transfer(), str(data_dir), 1)
+        task_data_of(dataset_cfg(files={**files, "dev": "nope.tsv"}), transfer(), str(data_dir), 1)
 
 
 def test_missing_directory():
     with pytest.raises(DistilError, match="does not exist; set paths.data_dir"):
-        build_task_data(dataset_cfg(path="/no/such/dir", files={"train": "x"}), transfer(), ".", 1)
+        task_data_of(dataset_cfg(path="/no/such/dir", files={"train": "x"}), transfer(), ".", 1)
 
 
 def test_empty_dataset(toy_table):
     data_dir, write = toy_table
     write("train.tsv", [])
     with pytest.raises(DistilError, match="train.tsv has no examples"):
-        build_task_data(dataset_cfg(files={"train": "train.tsv"}), transfer(), str(data_dir), 1)
+        task_data_of(dataset_cfg(files={"train": "train.tsv"}), transfer(), str(data_dir), 1)
 
 
 def test_label_column_that_does_not_exist(three_files):
@@ -112,19 +112,19 @@ def test_label_column_that_does_not_exist(three_files):
     cfg = dataset_cfg(files=files, label_column="sentiment")
     expected = "no column 'sentiment'; set dataset.label_column to one of: text, label"
     with pytest.raises(DistilError, match=expected):
-        build_task_data(cfg, transfer(), str(data_dir), 1)
+        task_data_of(cfg, transfer(), str(data_dir), 1)
 
 
 def test_label_outside_the_label_set(three_files):
     data_dir, files = three_files
     with pytest.raises(DistilError, match="outside the label set"):
-        build_task_data(dataset_cfg(files=files, labels=["a"]), transfer(), str(data_dir), 1)
+        task_data_of(dataset_cfg(files=files, labels=["a"]), transfer(), str(data_dir), 1)
 
 
 def test_too_many_labels_per_class(three_files):
     data_dir, files = three_files
     with pytest.raises(DistilError, match="fewer than labeled_per_class=50"):
-        build_task_data(dataset_cfg(files=files, split={"labeled_per_class": 50}), transfer(),
+        task_data_of(dataset_cfg(files=files, split={"labeled_per_class": 50}), transfer(),
                         str(data_dir), 1)
 
 
@@ -132,7 +132,7 @@ def test_transfer_larger_than_pool(three_files):
     data_dir, files = three_files
     cfg = dataset_cfg(files=files, split={"labeled_per_class": 5})
     with pytest.raises(DistilError, match="choose a smaller transfer_size"):
-        build_task_data(cfg, transfer("x", count=1000), str(data_dir), 1)
+        task_data_of(cfg, transfer("x", count=1000), str(data_dir), 1)
 
 
 # --- extra evaluation splits, only reported (MNLI matched / mismatched) --------------------
@@ -161,7 +161,7 @@ def mnli_cfg(path, **overrides):
 
 def test_mnli_reports_mismatched_beside_matched(tmp_path):
     cfg = mnli_cfg(write_mnli(tmp_path / "mnli"), split={"labeled_per_class": 2})
-    data = build_task_data(cfg, transfer(), ".", seed=1)
+    data = task_data_of(cfg, transfer(), ".", seed=1)
     assert list(data.splits) == ["labeled", "transfer", "dev", "test", "test_mismatched"]
     assert data.extra_tests == ["test_mismatched"]
     mismatched = data.splits["test_mismatched"]
@@ -175,7 +175,7 @@ def test_mnli_reports_mismatched_beside_matched(tmp_path):
 
 def test_extra_test_splits_are_capped_like_test(tmp_path):
     cfg = mnli_cfg(write_mnli(tmp_path / "mnli"), split={"labeled_per_class": 2, "max_eval_per_language": 4})
-    data = build_task_data(cfg, transfer(), ".", seed=1)
+    data = task_data_of(cfg, transfer(), ".", seed=1)
     assert len(data.splits["test"]) == 4 and len(data.splits["test_mismatched"]) == 4
 
 
@@ -185,4 +185,4 @@ def test_a_split_name_that_is_neither_train_dev_test_nor_test_extra(three_files)
     with pytest.raises(DistilError, match=r"dataset 't': dataset.files: unknown split 'tset' \(did you mean "
                                           r"'test'\?\); choose one of: train, dev, test, or test_<name> for a "
                                           r"split that is only reported"):
-        build_task_data(cfg, transfer(), str(data_dir), seed=1)
+        task_data_of(cfg, transfer(), str(data_dir), seed=1)

@@ -170,11 +170,11 @@ def test_a_bad_data_file_is_one_line_naming_file_and_line(tmp_path, monkeypatch,
 
 def load_train_csv(tmp_path, content: str, **settings):
     from distil.config.schema import DatasetConfig
-    from distil.data.load import load_raw_splits
+    from tests.conftest import raw_splits_of
 
     (tmp_path / "train.csv").write_text(content)
     cfg = DatasetConfig(name="quoted", format="csv", path=str(tmp_path), files={"train": "train.csv"}, **settings)
-    return load_raw_splits(OmegaConf.structured(cfg), "")["train"]
+    return raw_splits_of(OmegaConf.structured(cfg), "")["train"]
 
 
 def test_quoted_csv_fields_keep_their_commas(tmp_path):

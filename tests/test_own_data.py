@@ -11,9 +11,8 @@ from omegaconf import OmegaConf
 from distil.cli.main import CONF_DIR
 from distil.config.overrides import check_overrides, replace_files_map, with_config_dir_env
 from distil.config.schema import DatasetConfig
-from distil.data.load import load_raw_splits
 from distil.errors import DistilError
-from tests.conftest import compose_config
+from tests.conftest import compose_config, raw_splits_of
 from tests.test_cli import DISTIL, cache_files, distil_in_process
 
 PACKAGE_DATASETS = ("ag_news, bbc-news, conll2002, conll2003, dbpedia, elec, imdb, mnli, mrpc, qqp, quora, sst2, "
@@ -121,7 +120,7 @@ def dataset_cfg(data_dir, **fields):
 def test_headerless_tsv_names_columns_by_index(tmp_path):
     write_cola(tmp_path, sizes=[("train", 4)])
     cfg = dataset_cfg(tmp_path, header=False, files={"train": "train.tsv"}, text_column=3, label_column=1)
-    train = load_raw_splits(cfg, str(tmp_path))["train"]
+    train = raw_splits_of(cfg, str(tmp_path))["train"]
     assert train["text"][:] == ["the cat sat on the mat 0", "books she every reads day 1",
                                 "we went home early 2", "apples like they green 3"]  # the first line is data
     assert train["label"][:] == ["1", "0", "1", "0"]
@@ -131,7 +130,7 @@ def test_headerless_tsv_with_a_column_name_lists_the_indices(tmp_path):
     write_cola(tmp_path, sizes=[("train", 4)])
     cfg = dataset_cfg(tmp_path, header=False, files={"train": "train.tsv"}, label_column=1)
     with pytest.raises(DistilError) as error:
-        load_raw_splits(cfg, str(tmp_path))
+        raw_splits_of(cfg, str(tmp_path))
     assert str(error.value) == ("dataset 't': train.tsv has no column 'text'; "
                                 "set dataset.text_column to one of: 0, 1, 2, 3")
 
@@ -142,7 +141,7 @@ def test_dev_and_test_must_be_different_files(toy_table):
     write("b.tsv", [("a b", "x")])
     cfg = dataset_cfg(data_dir, files={"train": "train.tsv", "dev": "b.tsv", "test": "./b.tsv"})
     with pytest.raises(DistilError) as error:
-        load_raw_splits(cfg, str(data_dir))
+        raw_splits_of(cfg, str(data_dir))
     assert str(error.value) == (
         f"dataset 't': dev and test are the same file ({data_dir / 'b.tsv'}), so models would be selected on "
         f"the test set; point dataset.files.dev at another file, or leave dev out of dataset.files to carve "
@@ -158,7 +157,7 @@ def test_an_eval_file_without_labels_says_so(toy_table, split):
     files = {"test": "labeled.tsv", "dev": "labeled.tsv", split: "unlabeled.tsv", "train": "train.tsv"}
     files["test" if split == "dev" else "dev"] = "train.tsv"  # dev and test must differ
     with pytest.raises(DistilError) as error:
-        load_raw_splits(dataset_cfg(data_dir, files=files), str(data_dir))
+        raw_splits_of(dataset_cfg(data_dir, files=files), str(data_dir))
     assert str(error.value) == (
         f"dataset 't': unlabeled.tsv ({split}) has no label column 'label' (its columns: text, id); dev and "
         f"test need gold labels to score the models: point dataset.files.{split} at a labeled file, or leave "
@@ -171,7 +170,7 @@ def test_a_wrong_label_column_is_still_a_setting_even_if_dev_comes_first(toy_tab
         write(name, [("a b", "x"), ("c d", "y")])
     cfg = dataset_cfg(data_dir, files={"dev": "dev.tsv", "train": "train.tsv"}, label_column="sentiment")
     with pytest.raises(DistilError) as error:
-        load_raw_splits(cfg, str(data_dir))
+        raw_splits_of(cfg, str(data_dir))
     assert str(error.value) == ("dataset 't': train.tsv has no column 'sentiment'; "
                                 "set dataset.label_column to one of: text, label")
 
@@ -184,7 +183,7 @@ def test_scores_read_as_classes_suggest_regression(toy_table, labels, message):
     data_dir, write = toy_table
     write("train.tsv", [(f"text {i}", label) for i, label in enumerate(labels)])
     with pytest.raises(DistilError) as error:
-        load_raw_splits(dataset_cfg(data_dir, files={"train": "train.tsv"}), str(data_dir))
+        raw_splits_of(dataset_cfg(data_dir, files={"train": "train.tsv"}), str(data_dir))
     assert str(error.value) == (
         f"dataset 't': label column 'label' {message}, scores rather than classes; "
         f"set dataset.task=regression (or, if they are class ids, list them in dataset.labels)")
@@ -193,10 +192,10 @@ def test_scores_read_as_classes_suggest_regression(toy_table, labels, message):
 def test_numeric_class_ids_pass(toy_table):
     data_dir, write = toy_table
     write("train.tsv", [(f"text {i}", str(i % 100)) for i in range(200)])  # 100 integer ids: classes
-    assert len(load_raw_splits(dataset_cfg(data_dir, files={"train": "train.tsv"}), str(data_dir))["train"]) == 200
+    assert len(raw_splits_of(dataset_cfg(data_dir, files={"train": "train.tsv"}), str(data_dir))["train"]) == 200
     write("train.tsv", [(f"text {i}", str(i)) for i in range(150)])  # 150 ids, listed: the user's classes
     cfg = dataset_cfg(data_dir, files={"train": "train.tsv"}, labels=[str(i) for i in range(150)])
-    assert len(load_raw_splits(cfg, str(data_dir))["train"]) == 150
+    assert len(raw_splits_of(cfg, str(data_dir))["train"]) == 150
 
 
 def test_regression_pairs_keep_float_labels(toy_table):
@@ -205,7 +204,7 @@ def test_regression_pairs_keep_float_labels(toy_table):
           header="sentence1\tsentence2\tscore")
     cfg = dataset_cfg(data_dir, task="regression", files={"train": "train.tsv"}, text_column="sentence1",
                       text_pair_column="sentence2", label_column="score")
-    train = load_raw_splits(cfg, str(data_dir))["train"]
+    train = raw_splits_of(cfg, str(data_dir))["train"]
     assert sorted(train.column_names) == ["label", "language", "text", "text_pair"]
     assert train["text_pair"][:] == ["a man is playing", "the stock fell"]
     assert train["label"][:] == [4.75, 0.0] and train.features["label"].dtype == "float64"
@@ -216,7 +215,7 @@ def test_regression_needs_numbers(toy_table):
     write("train.tsv", [("a man plays", "4.75"), ("a cat", "high")])
     cfg = dataset_cfg(data_dir, task="regression", files={"train": "train.tsv"})
     with pytest.raises(DistilError) as error:
-        load_raw_splits(cfg, str(data_dir))
+        raw_splits_of(cfg, str(data_dir))
     assert str(error.value) == ("dataset 't': train.tsv has 'high' in label column 'label'; "
                                 "a regression task needs a number in every row")
 
@@ -270,7 +269,7 @@ def test_console_script_runs_own_dataset_by_name(tmp_path):
 
 
 def test_distil_data_reads_own_datasets(tmp_path, monkeypatch, capsys):
-    from distil.data.summary import main
+    from distil.cli.data import main
 
     conf = user_conf(tmp_path)
     main(["mine", f"hydra.searchpath=[file://{conf}]", "dataset.files={train: train.tsv, test: test.tsv}"])

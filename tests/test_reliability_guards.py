@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 import torch
 
-from distil.data.split import build_task_data
 from distil.errors import DistilError
 from distil.run.flags import data_warnings, student_warnings
 from distil.run.pipeline import prepare_data
@@ -19,6 +18,7 @@ from distil.tables.report import collect
 from distil.tasks import make_task
 from distil.teacher import cache, ensure_targets, ensure_teacher, load_finetuned
 from distil.teacher.finetune import check_finite_weights
+from tests.conftest import task_data_of
 from tests.test_cli import distil_in_process
 
 TOY = Path(__file__).resolve().parent.parent / "distil" / "resources" / "toy"
@@ -202,7 +202,7 @@ def planted_toy(root: Path) -> tuple[Path, list[str]]:
 def test_dev_and_test_texts_are_counted_and_dropped_from_the_transfer_set(smoke_cfg, tmp_path, drop):
     root, planted = planted_toy(tmp_path / "toy")
     cfg = smoke_cfg(f"dataset.path={root}", f"dataset.split.drop_eval_overlap={str(drop).lower()}")
-    data = build_task_data(cfg.dataset, cfg.transfer_size, cfg.paths.data_dir, cfg.seed)
+    data = task_data_of(cfg.dataset, cfg.transfer_size, cfg.paths.data_dir, cfg.seed)
     labeled = {" ".join(t.split()) for t in data.splits["labeled"]["text"]}
     in_labeled = [t in labeled for t in planted]
     transfer = {" ".join(t.split()) for t in data.splits["transfer"]["text"]}
@@ -225,5 +225,5 @@ def test_a_pair_overlaps_only_when_both_texts_match(smoke_cfg, tmp_path):
     with (root / "train.tsv").open("a") as train:
         train.write(f"{first}\t{second} again\t{label}\n")  # the same first text only: no overlap
     cfg = smoke_cfg("dataset=toy-pair", f"dataset.path={root}")
-    data = build_task_data(cfg.dataset, cfg.transfer_size, cfg.paths.data_dir, cfg.seed)
+    data = task_data_of(cfg.dataset, cfg.transfer_size, cfg.paths.data_dir, cfg.seed)
     assert data.overlap["dev"] == {"labeled": 0, "transfer": 0} and data.overlap["transfer_dropped"] == 0

@@ -87,11 +87,11 @@ def test_a_cell_composes_as_hydra_does_in_one_step(overrides):
     from hydra import compose, initialize_config_dir
 
     from distil.cli.main import CONF_DIR
-    from distil.tables.cells import _compose
+    from distil.config.compose import compose_overrides
 
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         whole = compose(config_name="config", overrides=overrides)
-    two_steps = _compose(overrides, None)
+    two_steps = compose_overrides(overrides, None)
     assert OmegaConf.to_container(two_steps, resolve=False) == OmegaConf.to_container(whole, resolve=False)
     assert OmegaConf.is_struct(two_steps)  # a later typo still fails as in a composed config
 

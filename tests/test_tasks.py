@@ -8,12 +8,11 @@ from transformers import BertTokenizer
 from distil.cli.main import CONF_DIR
 from distil.config.schema import DatasetConfig, TransferSizeConfig
 from distil.data.conll import read_conll
-from distil.data.load import load_raw_splits
-from distil.data.split import build_task_data
 from distil.errors import DistilError
 from distil.tasks import get_task, make_task
 from distil.tasks.tagging import IGNORE
 from distil.teacher.load import TINY_VOCAB
+from tests.conftest import raw_splits_of, task_data_of
 
 ALL = OmegaConf.merge(OmegaConf.structured(TransferSizeConfig), {"name": "all"})
 
@@ -45,7 +44,7 @@ def test_conll_malformed_line_names_file_and_line(tmp_path):
 
 
 def test_multilingual_ner_splits_per_language():
-    data = build_task_data(dataset("toy-ner"), ALL, ".", seed=1)
+    data = task_data_of(dataset("toy-ner"), ALL, ".", seed=1)
     assert data.task.name == "tagging" and data.languages == ["aa", "bb"]
     labeled_languages = data.splits["labeled"]["language"][:]
     assert labeled_languages.count("aa") == 10 and labeled_languages.count("bb") == 10
@@ -55,13 +54,13 @@ def test_multilingual_ner_splits_per_language():
 
 def test_eval_cap_per_language_is_fixed_across_seeds():
     cfg = dataset("toy-ner", split={"max_eval_per_language": 3})
-    one, two = (build_task_data(cfg, ALL, ".", seed=s) for s in (1, 2))
+    one, two = (task_data_of(cfg, ALL, ".", seed=s) for s in (1, 2))
     assert len(one.splits["test"]) == 6
     assert one.fingerprint("dev", "test") == two.fingerprint("dev", "test")
 
 
 def test_pair_keeps_two_texts():
-    data = build_task_data(dataset("toy-pair"), ALL, ".", seed=1)
+    data = task_data_of(dataset("toy-pair"), ALL, ".", seed=1)
     row = data.splits["labeled"][0]
     assert row["text"] and row["text_pair"] and row["label"] in (0, 1)
 
@@ -80,7 +79,7 @@ def test_tabular_formats(tmp_path, fmt):
     cfg = OmegaConf.merge(OmegaConf.structured(DatasetConfig), {
         "name": "t", "format": fmt, "path": str(tmp_path), "text_column": "sentence", "label_column": "y",
         "files": {"train": f"train.{fmt}", "test": f"test.{fmt}"}})
-    splits = load_raw_splits(cfg, ".")
+    splits = raw_splits_of(cfg, ".")
     assert splits["train"]["label"][:] == rows["y"] and splits["test"]["text"][0] == "s 0"
 
 
@@ -90,7 +89,7 @@ def test_transfer_from_the_unlabeled_file(tmp_path):
     for split in ("train", "dev", "test"):
         (tmp_path / f"{split}.tsv").write_text((CONF_DIR.parent / "resources/toy" / f"{split}.tsv").read_text())
     source = OmegaConf.merge(OmegaConf.structured(TransferSizeConfig), {"name": "file", "source": "file"})
-    data = build_task_data(cfg, source, ".", seed=1)
+    data = task_data_of(cfg, source, ".", seed=1)
     assert data.splits["transfer"]["text"][:] == ["one more", "and another", "third line"]
 
 
@@ -152,27 +151,27 @@ def test_seqeval_f1_per_language_with_mean_and_std(tokenizer):
 
 def test_unknown_language_lists_the_available_ones():
     with pytest.raises(DistilError, match="no data for language 'xx'.*languages here: aa, bb"):
-        build_task_data(dataset("toy-ner", languages=["aa", "xx"]), ALL, ".", seed=1)
+        task_data_of(dataset("toy-ner", languages=["aa", "xx"]), ALL, ".", seed=1)
 
 
 def test_labeled_per_language_larger_than_a_language():
     with pytest.raises(DistilError, match="language 'aa' has 20 training examples, fewer than labeled_per_language=50"):
-        build_task_data(dataset("toy-ner", split={"labeled_per_language": 50}), ALL, ".", seed=1)
+        task_data_of(dataset("toy-ner", split={"labeled_per_language": 50}), ALL, ".", seed=1)
 
 
 def test_tag_outside_the_label_set():
     with pytest.raises(DistilError, match=r"train split has tags \['B-LOC'.*outside the tag set"):
-        build_task_data(dataset("toy-ner", labels=["O", "B-PER", "I-PER", "B-ORG", "I-ORG"]), ALL, ".", seed=1)
+        task_data_of(dataset("toy-ner", labels=["O", "B-PER", "I-PER", "B-ORG", "I-ORG"]), ALL, ".", seed=1)
 
 
 def test_missing_local_copy_with_offline_hub():
     with pytest.raises(DistilError, match="no local copy at .* and the hub is offline"):
-        build_task_data(dataset("wikiann"), ALL, "/nonexistent", seed=1)
+        task_data_of(dataset("wikiann"), ALL, "/nonexistent", seed=1)
 
 
 def test_pair_dataset_needs_its_second_column():
     with pytest.raises(DistilError, match="has no column 'second'; set dataset.text_pair_column"):
-        build_task_data(dataset("toy-pair", text_pair_column="second"), ALL, ".", seed=1)
+        task_data_of(dataset("toy-pair", text_pair_column="second"), ALL, ".", seed=1)
 
 
 def test_majority_baseline_takes_the_majority_class_from_dev(tokenizer):
@@ -201,8 +200,8 @@ def test_hub_path_maps_class_label_ids_to_names(tmp_path):
         "name": "hubby", "path": None, "text_column": "sentence",
         "hub": {"name": str(tmp_path), "splits": {"train": "train", "test": "test"}}})
     with pytest.raises(DistilError, match="the hub is offline"):
-        load_raw_splits(cfg, ".", hub_offline=True)
-    splits = load_raw_splits(cfg, ".", hub_offline=False)
+        raw_splits_of(cfg, ".", hub_offline=True)
+    splits = raw_splits_of(cfg, ".", hub_offline=False)
     assert splits["train"]["label"][:] == ["neg", "pos"] * 3
     assert splits["test"]["text"][0] == "test 0"
 
@@ -318,7 +317,7 @@ def test_metric_names_are_per_task():
 
 def test_positive_label_outside_the_labels():
     with pytest.raises(DistilError, match=r"positive_label 'yes' is not one of its labels \['0', '1'\]"):
-        build_task_data(dataset("toy-pair", positive_label="yes"), ALL, ".", seed=1)
+        task_data_of(dataset("toy-pair", positive_label="yes"), ALL, ".", seed=1)
 
 
 def test_the_metric_that_selects_the_teacher_is_part_of_its_cache_key():
@@ -328,6 +327,6 @@ def test_the_metric_that_selects_the_teacher_is_part_of_its_cache_key():
     from tests.conftest import compose_config
 
     teacher = compose_config("debug=smoke").teacher
-    on_accuracy, on_f1 = (build_task_data(dataset("toy-pair", metric=metric), ALL, ".", seed=1)
+    on_accuracy, on_f1 = (task_data_of(dataset("toy-pair", metric=metric), ALL, ".", seed=1)
                           for metric in ("accuracy", "f1"))
     assert teacher_spec(teacher, on_accuracy, 1) != teacher_spec(teacher, on_f1, 1)

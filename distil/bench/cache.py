@@ -253,8 +253,8 @@ def training_from_cache(model, tokenizer, task, prepared: dict, setup: TrainingS
     and from (memory) a TargetView.in_memory of the same fp16 values; the loss trajectories must match."""
     import torch
 
+    from distil.common.libraries import quiet_libraries
     from distil.data.batching import shuffled_batches
-    from distil.run.pipeline import quiet_libraries
     from distil.run.schedule import OPTIMIZERS, StageTrainer, StudentSplit
     from distil.students import build_student
     from distil.students.vocab import PAD, TrimmedVocab
@@ -369,8 +369,8 @@ def memory_phase(phase: str, workdir: Path, *, corpus: Path, sentences: int, wid
     import torch
     from omegaconf import OmegaConf
 
+    from distil.common.libraries import quiet_libraries
     from distil.config.schema import StageConfig
-    from distil.run.pipeline import quiet_libraries
     from distil.tasks import get_task
     from distil.teacher.load import load_tokenizer
 
@@ -654,13 +654,9 @@ def offline_env() -> dict[str, str]:
 
 
 def compose(*overrides: str):
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_dir
+    from distil.config.compose import compose_run_config
 
-    from distil.cli.main import CONF_DIR
-
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        return hydra_compose(config_name="config", overrides=list(overrides))
+    return compose_run_config(list(overrides))
 
 
 def load_teacher(name: str, task, label_names: list[str]):
@@ -694,7 +690,7 @@ def run_training(args: argparse.Namespace, workdir: Path) -> dict:
                   f"transfer_size.count={args.transfer}", f"dataset.split.labeled_per_class={args.labeled // 2}",
                   "trainer.batch_size=64")
     task = make_task(cfg.dataset)
-    data = build_task_data(cfg.dataset, cfg.transfer_size, cfg.paths.data_dir, cfg.seed)
+    data = build_task_data(cfg.dataset, task, cfg.transfer_size, cfg.paths.data_dir, cfg.seed)
     model, tokenizer, teacher_cfg = load_teacher(args.teacher, task, data.label_names)
     prepared = {name: task.prepare(name, tokenizer, data.splits[name], teacher_cfg.max_length, data.label_names)
                 for name in ("labeled", "transfer")}
@@ -717,7 +713,7 @@ def run(args: argparse.Namespace) -> tuple[dict, list[str]]:
     """Every chosen measurement; returns (results, errors). An error in one does not stop the others."""
     import torch
 
-    from distil.run.pipeline import quiet_libraries
+    from distil.common.libraries import quiet_libraries
     from distil.serve.speed import torch_threads
 
     quiet_libraries()

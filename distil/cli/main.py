@@ -17,9 +17,11 @@ from omegaconf.errors import OmegaConfBaseException
 
 from distil.common.atomic import write_json_atomic
 from distil.common.interrupt import Terminated, exit_on_interrupt
+from distil.config.compose import hydra_message
 from distil.config.run_dir import register_run_dir_resolver
 from distil.config.schema import CONF_DIR, register_configs
 from distil.errors import DistilError
+from distil.run.sweep import INTERRUPTED_STATUS
 
 register_configs()
 register_run_dir_resolver()
@@ -27,7 +29,6 @@ register_run_dir_resolver()
 # Cells of a sweep that failed: the sweep goes on, and `main` exits non-zero at the end.
 _failed_runs: list[str] = []
 UNEXPECTED_EXIT = 1  # a bug (bad input exits 2): the traceback is in the run's log
-INTERRUPTED_STATUS = "failed: interrupted"  # metrics.json of a run stopped by Ctrl-C or SIGTERM: rerun to resume
 INTERRUPTED = ("distil: interrupted; rerun the same command to continue (finished teachers and cached targets "
                "are reused)")
 
@@ -137,14 +138,6 @@ def main() -> None:
         logging.raiseExceptions = raise_exceptions
         if not full_error:
             os.environ.pop("HYDRA_FULL_ERROR", None)
-
-
-def hydra_message(error: Exception) -> str:
-    """Hydra's multi-line report (the error, then its cause's details) as one line: the unindented
-    lines of the error and of its cause, without the `full_key:` / `object_type=` detail lines."""
-    text = f"{error}\n{error.__cause__ or ''}"
-    lines = [line.strip().rstrip(".") for line in text.splitlines() if line.strip() and not line[0].isspace()]
-    return "; ".join(lines)
 
 
 def _main() -> None:

@@ -19,9 +19,10 @@ from distil.errors import DistilError
 
 def build(overrides: list[str]):
     """(artifact, what it is) for the student the overrides name."""
-    from distil.data.summary import compose_run_config, load_splits
+    from distil.config.compose import compose_run_config
     from distil.pretrain.mlm import pretrained_transformer
     from distil.pretrain.sra import agnostic_student
+    from distil.run.data import load_splits
     from distil.store.artifacts import ArtifactStore
     from distil.students.pretrained import PRETRAINABLE
     from distil.teacher.load import load_tokenizer

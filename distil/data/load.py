@@ -19,8 +19,8 @@ import datasets
 from distil.config.schema import DatasetConfig
 from distil.data.check_file import CSV_DIALECTS, check_text_file, read_csv_rows
 from distil.data.conll import read_conll
+from distil.data.task import DataTask
 from distil.errors import DistilError, check_choice
-from distil.tasks import TASKS, make_task
 
 TABULAR_BUILDERS = {"tsv": ("csv", {"delimiter": "\t"}), "csv": ("csv", {}), "jsonl": ("json", {}),
                     "parquet": ("parquet", {})}
@@ -55,15 +55,15 @@ def resolve_data_path(path: str, data_dir: str) -> Path:
 
 
 def load_raw_splits(
-    cfg: DatasetConfig, data_dir: str, hub_offline: bool = True
+    cfg: DatasetConfig, task: DataTask, data_dir: str, hub_offline: bool = True
 ) -> dict[str, datasets.Dataset]:
-    """Every split the dataset ships, with canonical columns."""
-    _check_config(cfg)
+    """Every split the dataset ships, with canonical columns (`task`: distil.tasks.make_task(cfg))."""
+    _check_config(cfg, task)
     root = resolve_data_path(cfg.path, data_dir) if cfg.path else None
     if root is not None and root.is_dir():
-        splits = _load_local(cfg, root)
+        splits = _load_local(cfg, task, root)
     elif cfg.hub is not None:
-        splits = _load_hub(cfg, root, hub_offline)
+        splits = _load_hub(cfg, task, root, hub_offline)
     else:
         raise DistilError(
             f"dataset '{cfg.name}': directory {root} does not exist; "
@@ -71,7 +71,7 @@ def load_raw_splits(
         )
     if "train" not in splits:
         raise DistilError(f"dataset '{cfg.name}': no 'train' split; add dataset.files.train")
-    _check_labels_are_classes(cfg, splits["train"])
+    _check_labels_are_classes(cfg, task, splits["train"])
     for split, ds in splits.items():
         if len(ds) == 0:
             raise DistilError(
@@ -83,9 +83,9 @@ def load_raw_splits(
     return splits
 
 
-def load_unlabeled_file(cfg: DatasetConfig, data_dir: str) -> datasets.Dataset:
+def load_unlabeled_file(cfg: DatasetConfig, task: DataTask, data_dir: str) -> datasets.Dataset:
     """The dataset's extra unlabeled text (one example per line) as a `text` column."""
-    if make_task(cfg).inputs != "text" or not cfg.unlabeled_file or not cfg.path:
+    if task.inputs != "text" or not cfg.unlabeled_file or not cfg.path:
         raise DistilError(
             f"dataset '{cfg.name}' has no unlabeled_file for transfer_size source=file; "
             f"use a transfer_size drawn from the pool, or set dataset.unlabeled_file"
@@ -104,10 +104,8 @@ def read_text_lines(file: Path) -> list[str]:
         return [line.strip() for line in handle if line.strip()]
 
 
-def _check_config(cfg: DatasetConfig) -> None:
-    check_choice("task", cfg.task, TASKS, where=f"dataset '{cfg.name}'")
+def _check_config(cfg: DatasetConfig, task: DataTask) -> None:
     check_choice("format", cfg.format, FORMATS, where=f"dataset '{cfg.name}'")
-    task = make_task(cfg)
     if task.inputs == "pair" and not cfg.text_pair_column:
         raise DistilError(f"dataset '{cfg.name}': a pair task needs dataset.text_pair_column")
     if cfg.format == "folders" and not (task.inputs == "text" and task.has_classes):
@@ -121,7 +119,7 @@ def _check_config(cfg: DatasetConfig) -> None:
                              more=f", or {EXTRA_TEST_PREFIX}<name> for a split that is only reported")
 
 
-def _load_local(cfg: DatasetConfig, root: Path) -> dict[str, datasets.Dataset]:
+def _load_local(cfg: DatasetConfig, task: DataTask, root: Path) -> dict[str, datasets.Dataset]:
     if cfg.format == "folders":
         return {"train": _with_language(_load_class_folders(root), "")}
     dev, test = (cfg.files.get(split) for split in ("dev", "test"))
@@ -141,12 +139,12 @@ def _load_local(cfg: DatasetConfig, root: Path) -> dict[str, datasets.Dataset]:
                 known = sorted(p.name for p in root.iterdir() if p.is_dir())
                 raise DistilError(f"dataset '{cfg.name}': no data for language '{lang}' ({file} is missing); "
                                   f"languages here: {', '.join(known)}")
-            parts.append(_with_language(_load_file(cfg, file, split), lang))
+            parts.append(_with_language(_load_file(cfg, task, file, split), lang))
         splits[split] = datasets.concatenate_datasets(parts)
     return splits
 
 
-def _load_hub(cfg: DatasetConfig, local: Path | None, hub_offline: bool) -> dict[str, datasets.Dataset]:
+def _load_hub(cfg: DatasetConfig, task: DataTask, local: Path | None, hub_offline: bool) -> dict[str, datasets.Dataset]:
     where = f"no local copy at {local} and " if local else ""
     if hub_offline:
         raise DistilError(
@@ -163,7 +161,7 @@ def _load_hub(cfg: DatasetConfig, local: Path | None, hub_offline: bool) -> dict
             except Exception as error:  # connection, missing config, ...: all end the run
                 raise DistilError(f"dataset '{cfg.name}': cannot load {cfg.hub.name}/{config} "
                                   f"from the hub: {error}") from error
-            ds = _canonical_columns(cfg, _names_for_class_labels(ds), f"hub split {hub_split}", split)
+            ds = _canonical_columns(cfg, task, _names_for_class_labels(ds), f"hub split {hub_split}", split)
             parts.append(_with_language(ds, lang))
         splits[split] = datasets.concatenate_datasets(parts)
     return splits
@@ -178,7 +176,7 @@ def _load_class_folders(root: Path) -> datasets.Dataset:
     return datasets.Dataset.from_dict({"text": texts, "label": labels})
 
 
-def _load_file(cfg: DatasetConfig, file: Path, split: str) -> datasets.Dataset:
+def _load_file(cfg: DatasetConfig, task: DataTask, file: Path, split: str) -> datasets.Dataset:
     if not file.is_file():
         raise DistilError(f"dataset '{cfg.name}': file {file} not found; check paths.data_dir and dataset.files")
     if cfg.format == "conll":
@@ -202,11 +200,11 @@ def _load_file(cfg: DatasetConfig, file: Path, split: str) -> datasets.Dataset:
         cause = " ".join(str(error).split())  # one line, whatever the builder wrote
         raise DistilError(f"dataset '{cfg.name}': cannot read {file} as {cfg.format} ({cause}); check that "
                           f"dataset.format matches the file") from error
-    return _canonical_columns(cfg, ds, file.name, split)
+    return _canonical_columns(cfg, task, ds, file.name, split)
 
 
-def _canonical_columns(cfg: DatasetConfig, ds: datasets.Dataset, source: str, split: str) -> datasets.Dataset:
-    task = make_task(cfg)
+def _canonical_columns(cfg: DatasetConfig, task: DataTask, ds: datasets.Dataset, source: str,
+                       split: str) -> datasets.Dataset:
     wanted = task.source_columns(cfg)  # dataset.<role> -> canonical column
     for role in wanted:
         column = cfg[role]
@@ -228,9 +226,9 @@ def _canonical_columns(cfg: DatasetConfig, ds: datasets.Dataset, source: str, sp
     return task.cast_source_labels(ds, f"dataset '{cfg.name}': {source}", cfg.label_column)
 
 
-def _check_labels_are_classes(cfg: DatasetConfig, train: datasets.Dataset) -> None:
+def _check_labels_are_classes(cfg: DatasetConfig, task: DataTask, train: datasets.Dataset) -> None:
     """Scores read as classes (STS-B's 0-5 similarity would be ~140 classes): suggest regression."""
-    if not make_task(cfg).has_classes:
+    if not task.has_classes:
         return
     values = set(train["label"][:])
     numbers = _as_numbers(values)

@@ -28,8 +28,8 @@ import numpy as np
 
 from distil.config.schema import DatasetConfig, TransferSizeConfig
 from distil.data.load import is_extra_test, load_raw_splits, load_unlabeled_file
+from distil.data.task import NO_LABEL, DataTask
 from distil.errors import DistilError
-from distil.tasks import NO_LABEL, Task, make_task
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +41,7 @@ OVERLAP_MATCH = "exact text after collapsing whitespace, case kept"
 @dataclass
 class TaskData:
     name: str  # the dataset's own name (dataset.name), which labels runs and caches
-    task: Task
+    task: DataTask  # a distil.tasks.Task
     label_names: list[str]  # class names, IOB2 tag names for tagging, none for regression
     languages: list[str]  # [""] when the dataset is not multilingual
     # labeled/dev/test carry gold labels (tagging: `tags` as ids); transfer carries NO_LABEL
@@ -78,13 +78,13 @@ class TaskData:
 
 
 def build_task_data(
-    cfg: DatasetConfig, transfer: TransferSizeConfig, data_dir: str, seed: int, hub_offline: bool = True,
+    cfg: DatasetConfig, task: DataTask, transfer: TransferSizeConfig, data_dir: str, seed: int,
+    hub_offline: bool = True,
     augment: Callable[[datasets.Dataset, datasets.Dataset], datasets.Dataset] | None = None,
 ) -> TaskData:
     """The four splits (and any extra test split); `augment(labeled, transfer)`, if given, returns
     synthetic examples added to the transfer set (distil/augment), before evaluation overlap is dropped."""
-    task = make_task(cfg)
-    raw = load_raw_splits(cfg, data_dir, hub_offline)
+    raw = load_raw_splits(cfg, task, data_dir, hub_offline)
     label_names = task.label_names(raw["train"], cfg.labels)
     task.check_label_names(label_names, f"dataset '{cfg.name}'")
     languages = list(cfg.languages) if cfg.languages else [""]
@@ -111,7 +111,7 @@ def build_task_data(
                           f"test from train; give a larger train file or lower dataset.split.test_fraction "
                           f"and dev_fraction")
     if transfer.source == "file":
-        pool = load_unlabeled_file(cfg, data_dir)
+        pool = load_unlabeled_file(cfg, task, data_dir)
         pool = pool.add_column("language", [""] * len(pool)).add_column(task.label_column, [NO_LABEL] * len(pool))
     elif transfer.source != "pool":
         raise DistilError(f"transfer_size '{transfer.name}': unknown source '{transfer.source}'; "
@@ -180,7 +180,7 @@ def _cap_per_language(ds: datasets.Dataset, cap: int, rng: np.random.Generator) 
     return ds.select(sorted(int(i) for i in keep))
 
 
-def _take_labeled(cfg: DatasetConfig, task: Task, ds: datasets.Dataset, names: list[str],
+def _take_labeled(cfg: DatasetConfig, task: DataTask, ds: datasets.Dataset, names: list[str],
                   rng: np.random.Generator):
     """(labeled, unlabeled pool): N per class, N per language, or everything labeled."""
     per_class, per_language = cfg.split.labeled_per_class, cfg.split.labeled_per_language

@@ -145,8 +145,8 @@ def pairs_of(split, positive: int) -> tuple[list[str], list[str], np.ndarray]:
 
 def run(overrides: list[str]) -> tuple[pd.DataFrame, Path]:
     """The four rows, and the tables directory of this configuration (paths.outputs/tables)."""
-    from distil.data.summary import load_splits
     from distil.pretrain.sra import TeacherAsPretrained, agnostic_student, load_agnostic
+    from distil.run.data import load_splits
     from distil.store.artifacts import ArtifactStore
 
     cfg, data = load_splits(overrides)

@@ -10,6 +10,7 @@ from typing import ClassVar, Protocol
 import numpy as np
 
 from distil.errors import DistilError, check_choice
+from distil.students import INPUT_NAMES
 
 PEER_FILE = "peer.json"  # in a saved peer's directory: which peer, its labels, its own settings
 
@@ -64,3 +65,12 @@ def save_peer(peer: Peer, directory: Path, labels: list[str]) -> None:
 def load_peer(directory: Path) -> tuple[Peer, list[str]]:
     record = json.loads((directory / PEER_FILE).read_text())
     return peer_class(record["peer"]).load(directory), record["labels"]
+
+
+def check_peer(cfg, task) -> None:
+    """A peer (distil.peers) classifies single texts, and its package must be installed."""
+    peer_class(cfg.peer or "")  # unknown name or missing package: one line naming the fix
+    if task.inputs != "text" or not task.has_classes:
+        raise DistilError(f"student '{cfg.name}' classifies single texts and {task.name} gives "
+                          f"{INPUT_NAMES[task.inputs]}; use a runner student (e.g. student=static)")
+    check_choice("student.targets", cfg.targets, TARGETS)

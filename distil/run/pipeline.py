@@ -11,25 +11,25 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
-import datasets
 import numpy as np
 import torch
-import transformers
 from omegaconf import OmegaConf
 from safetensors.torch import save_file
 
 from distil.augment.build import check_augment, make_augmenter
 from distil.common.atomic import write_json_atomic
+from distil.common.libraries import quiet_libraries
 from distil.config.schema import Config, StudentConfig, TeacherConfig, check_config
 from distil.data.prepared import PreparedSplit
 from distil.data.ragged import Ragged, Tokens
-from distil.data.split import TaskData, build_task_data
+from distil.data.split import TaskData
 from distil.errors import DistilError, check_choice
-from distil.peers import is_peer
+from distil.peers import check_peer, is_peer
 from distil.peers.train import train_peer
 from distil.pretrain.mlm import load_encoder as load_pretrained_encoder
 from distil.pretrain.mlm import pretrained_transformer
 from distil.pretrain.sra import agnostic_student, load_agnostic
+from distil.run.data import task_data
 from distil.run.evaluate import student_logits
 from distil.run.flags import predicted_classes, run_warnings
 from distil.run.schedule import StudentSplit, needs_teacher_hidden, run_schedule, validate_schedule
@@ -80,13 +80,6 @@ def setup_runtime(cfg: Config) -> None:
     quiet_libraries()
 
 
-def quiet_libraries() -> None:
-    datasets.disable_progress_bars()  # our own rich bars cover the long steps
-    datasets.logging.set_verbosity_error()
-    transformers.logging.set_verbosity_error()
-    transformers.utils.logging.disable_progress_bar()
-
-
 @dataclass
 class Split:
     """A split as the student stage sees it: the prepared examples and the teacher's cached outputs."""
@@ -121,7 +114,7 @@ def run(cfg: Config, run_dir: Path, choices: dict, overrides: list[str]) -> dict
     apart = cache_pairs_apart(task, cfg.student, cached_layer)
     if cached_layer is not None:
         check_layer(cfg.teacher)
-    check_student(cfg.student, task)
+    (check_peer if is_peer(cfg.student) else check_student)(cfg.student, task)
     if not is_peer(cfg.student):
         check_student_init(cfg.schedule.student_init, cfg.student)
     check_augment(cfg.augment, task, cfg.dataset)
@@ -251,7 +244,7 @@ def prepare_data(cfg: Config, task: Task,
     tokenizer = load_tokenizer(cfg.teacher, cfg.hub_offline)
     augment = make_augmenter(cfg.augment, task, cfg.dataset, cfg.paths.data_dir,
                              store or ArtifactStore(cfg.paths.cache), cfg.seed, tokenizer.mask_token)
-    data = build_task_data(cfg.dataset, cfg.transfer_size, cfg.paths.data_dir, cfg.seed, cfg.hub_offline, augment)
+    data = task_data(cfg, augment, task)
     prepared = {name: task.prepare(name, tokenizer, ds, cfg.teacher.max_length, data.label_names)
                 for name, ds in data.splits.items()}
     return data, prepared

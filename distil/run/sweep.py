@@ -16,6 +16,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 
 log = logging.getLogger(__name__)
+INTERRUPTED_STATUS = "failed: interrupted"  # metrics.json of a run stopped by Ctrl-C or SIGTERM: rerun to resume
 
 
 def finished_metrics(run_dir: Path, overrides: list[str]) -> dict | None:

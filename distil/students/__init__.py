@@ -51,9 +51,8 @@ INPUT_NAMES = {"text": "single texts", "pair": "text pairs", "tokens": "word seq
 
 
 def check_student(cfg: StudentConfig, task: Task) -> None:
-    """Fail before any training when the student cannot read the dataset's task inputs."""
-    if cfg.kind == "peer":
-        return check_peer(cfg, task)
+    """Fail before any training when the student cannot read the dataset's task inputs (a peer is
+    checked by distil.peers.check_peer)."""
     if cfg.kind not in FAMILIES:
         raise DistilError(
             f"student '{cfg.name}': unknown kind '{cfg.kind}'; use one of: {', '.join(FAMILIES)}"
@@ -72,17 +71,6 @@ def check_student(cfg: StudentConfig, task: Task) -> None:
             f"{' or '.join(INPUT_NAMES[r] for r in reads)}); choose a student of kind {', '.join(fitting)}"
         )
     check_tokens(cfg, task)
-
-
-def check_peer(cfg: StudentConfig, task: Task) -> None:
-    """A peer (distil.peers) classifies single texts, and its package must be installed."""
-    from distil.peers.base import TARGETS, peer_class
-
-    peer_class(cfg.peer or "")  # unknown name or missing package: one line naming the fix
-    if task.inputs != "text" or not task.has_classes:
-        raise DistilError(f"student '{cfg.name}' classifies single texts and {task.name} gives "
-                          f"{INPUT_NAMES[task.inputs]}; use a runner student (e.g. student=static)")
-    check_choice("student.targets", cfg.targets, TARGETS)
 
 
 def check_tokens(cfg: StudentConfig, task: Task) -> None:

@@ -18,17 +18,13 @@ from functools import lru_cache
 from pathlib import Path
 from typing import NamedTuple
 
-from hydra import compose, initialize_config_dir
-from hydra._internal.config_loader_impl import ConfigLoaderImpl  # Hydra 1.3's own override step
-from hydra.core.override_parser.overrides_parser import OverridesParser
-from hydra.errors import HydraException
 from omegaconf import DictConfig, OmegaConf
-from omegaconf.errors import OmegaConfBaseException
 
-from distil.cli.main import CONF_DIR, INTERRUPTED_STATUS, hydra_message
-from distil.config.overrides import CONFIG_DIR_ENV, check_overrides, with_config_dir_env
+from distil.config.compose import ComposeProblem, compose_overrides
+from distil.config.overrides import CONFIG_DIR_ENV
 from distil.config.schema import without_defaults
 from distil.errors import DistilError
+from distil.run.sweep import INTERRUPTED_STATUS
 from distil.tables import ledger
 from distil.tables.preset import Axis, Cell, TablePreset
 
@@ -97,7 +93,7 @@ def cell_key(overrides: list[str], where: str = "cell") -> str:
 def _result_config(overrides: tuple[str, ...], config_dirs: str | None) -> dict:
     """The composed config as plain data, interpolations unresolved (so `${paths.data_dir}` inside a
     dataset's file names does not make the key depend on where the data lives), without NOT_RESULT."""
-    cfg = _compose(overrides, config_dirs)
+    cfg = compose_overrides(overrides, config_dirs)
     config = without_defaults(OmegaConf.to_container(cfg, resolve=False), cfg)
     # a group left empty is a group at its defaults (augment=none): as if the group did not exist, so a
     # group added to the config later leaves every existing key as it was
@@ -111,50 +107,12 @@ def _result_config(overrides: tuple[str, ...], config_dirs: str | None) -> dict:
     return config
 
 
-class ComposeProblem(Exception):
-    """Why overrides do not compose, without saying whose they are (the caller knows)."""
-
-
 def compose_cell(overrides: Sequence[str], config_dirs: str | None, where: str) -> DictConfig:
     """The config `distil` composes from these overrides (without running anything)."""
     try:
-        return _compose(overrides, config_dirs)
+        return compose_overrides(overrides, config_dirs)
     except ComposeProblem as problem:
         raise DistilError(f"{where}: {problem}; fix the preset") from problem.__cause__
-
-
-def _compose(overrides: Sequence[str], config_dirs: str | None) -> DictConfig:
-    """Hydra's composition, in two steps as Hydra itself takes them: the defaults list (groups) is
-    composed once per set of group choices, then the cell's value overrides (`trainer.lr=...`) are
-    applied to a copy with Hydra's own function. Cells that differ only in values (a learning rate
-    picked on dev) share one composition: wu-table1's 48 composes 24 times (~0.2 s each; a copy ~0.01 s)."""
-    args = with_config_dir_env(list(overrides), config_dirs)
-    problem = check_overrides(args, CONF_DIR)
-    if problem:
-        raise ComposeProblem(problem)
-    groups = [arg for arg in args if not _is_value_override(arg)]
-    values = [arg for arg in args if _is_value_override(arg)]
-    try:
-        cfg = copy.deepcopy(composed(tuple(groups)))
-        ConfigLoaderImpl._apply_overrides_to_config(OverridesParser.create().parse_overrides(values), cfg)
-        return cfg
-    except (HydraException, OmegaConfBaseException) as error:
-        raise ComposeProblem(hydra_message(error)) from error
-
-
-def _is_value_override(arg: str) -> bool:
-    """`a.b=1`, `+a.b=1`, `~a.b`: a dotted key is a value, never a config group (groups nest with `/`);
-    `hydra.*` settings (the search path) change the groups themselves."""
-    key = arg.lstrip("+~").partition("=")[0]
-    return "." in key and "@" not in key and "/" not in key and not key.startswith("hydra.")
-
-
-@lru_cache(maxsize=256)
-def composed(args: tuple[str, ...]) -> DictConfig:
-    """Hydra's composition of the main config with these overrides, cached: shared by every caller,
-    so copy it before changing it."""
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        return compose(config_name="config", overrides=list(args))
 
 
 def waiting(problem: str | None) -> bool:

@@ -313,7 +313,8 @@ def row_samples(preset: TablePreset, row: str, record: dict | None, error: str |
 def data_samples(preset: TablePreset, scale: str) -> list[Sample]:
     """One dataset summary per row, computed as `distil-data` does; a dataset that cannot be
     read is that row's error, not the end of the table."""
-    from distil.data.summary import load_splits, overview
+    from distil.data.summary import overview
+    from distil.run.data import load_splits
 
     base = preset.scales[scale].base if scale in preset.scales else []
     samples = []

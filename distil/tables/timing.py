@@ -194,13 +194,13 @@ def texts_of(dataset) -> list[str]:
 def time_cells(cells: dict[str, Path], overrides: list[str], root: Path) -> dict[str, dict]:
     """Time the students of these cells (one teacher, one dataset; `overrides` make one of them) on the
     dataset's test texts against the teacher, which lives in the cells' artifact cache under `root`."""
-    from distil.data.split import build_task_data
+    from distil.run.data import task_data
     from distil.tables.cells import compose_cell
 
     cfg = compose_cell(overrides, os.environ.get(CONFIG_DIR_ENV), "timing")
     cfg.paths.outputs = str(root)
     task = make_task(cfg.dataset)
-    data = build_task_data(cfg.dataset, cfg.transfer_size, cfg.paths.data_dir, cfg.seed, cfg.hub_offline)
+    data = task_data(cfg)
     teacher_key = json.loads((next(iter(cells.values())) / "metrics.json").read_text())["artifacts"]["teacher"]
     teacher_dir = Path(cfg.paths.cache) / "teachers" / teacher_key
     if not teacher_dir.is_dir():

@@ -15,10 +15,10 @@ import torch
 from transformers import AutoModelForSequenceClassification
 
 from distil.data.prepared import PreparedSplit
+from distil.data.task import NO_LABEL
 from distil.errors import DistilError
 from distil.training.losses import cross_entropy
 
-NO_LABEL = -1  # a transfer-set example (or token) has no gold label
 Logits = torch.Tensor | list[torch.Tensor]  # [N, C], or per example [len_i, C] for tagging
 
 
