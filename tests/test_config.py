@@ -84,7 +84,7 @@ def test_a_nested_group_is_chosen_like_any_group():
     (["schedule=d1", "student=rnn"], 32, "default"),
 ])
 def test_training_batch_size_follows_one_rule(overrides, size, rule):
-    from distil.run.pipeline import training_batch_size
+    from distil.run.plan import training_batch_size
 
     assert training_batch_size(compose_config(*overrides)) == (size, rule)
 
@@ -94,7 +94,7 @@ def test_training_batch_size_follows_one_rule(overrides, size, rule):
                                           ("student.batch_size=0", "student.batch_size")])
 def test_a_batch_size_below_one_is_a_one_line_error(override, key):
     from distil.errors import DistilError
-    from distil.run.pipeline import training_batch_size
+    from distil.run.plan import training_batch_size
 
     cfg = compose_config("schedule=turc-kd", "schedule.batch_size=null", override)
     with pytest.raises(DistilError, match=f"{key} must be a positive number of examples") as raised:

@@ -223,7 +223,7 @@ def test_the_pipeline_gives_every_student_family_its_random_init(student, std):
     vocab = TrimmedVocab(list(range(3, 2003)))
     torch.manual_seed(0)
     model = build_student(cfg.student, len(vocab), 2, get_task("classification"))
-    initialise_embeddings(model, cfg, vocab, TeacherVocab(torch.zeros(2003, 8), ["w"] * 2003, 8, []))
+    initialise_embeddings(model, cfg.student, cfg.seed, vocab, TeacherVocab(torch.zeros(2003, 8), ["w"] * 2003, 8, []))
     weights = word_embeddings(model).weight.detach()
     assert weights[2:].std().item() == pytest.approx(std, rel=0.03)
     if std != 0.02:

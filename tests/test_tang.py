@@ -132,7 +132,7 @@ def test_pretrained_vectors_file_loads_into_the_embedding(tokens, tmp_path):
     teacher_tokens = ["[PAD]", "[UNK]", "a", "soup", "pan", "chef"]
     vocab = TrimmedVocab(["pan", "chef", "soup"] if tokens == "words" else [4, 5, 3])
     model = build_student(cfg.student, len(vocab), 2, CLASSIFICATION)
-    initialise_embeddings(model, cfg, vocab, TeacherVocab(torch.randn(6, 32), teacher_tokens, 32, []))
+    initialise_embeddings(model, cfg.student, cfg.seed, vocab, TeacherVocab(torch.randn(6, 32), teacher_tokens, 32, []))
     weight = model.encoder.embedding.weight
     torch.testing.assert_close(weight[3], torch.tensor(chef))  # student row 3 = vocabulary entry 1 = chef
     torch.testing.assert_close(weight[4], torch.full((32,), -0.5))
@@ -143,6 +143,7 @@ def test_pretrained_vectors_file_loads_into_the_embedding(tokens, tmp_path):
 @pytest.mark.parametrize("tokens,init", [pytest.param("words", "file", marks=pytest.mark.slow), ("wordpieces", "svd")])
 def test_tang_runs_end_to_end_on_words_or_wordpieces(tokens, init, tmp_path, monkeypatch, capsys):
     from distil.serve.predict import main as predict
+
     from tests.test_cli import distil_in_process
 
     vectors = write_vectors(tmp_path / "vectors.txt", {"chef": [0.1] * 32, "soup": [0.2] * 32})

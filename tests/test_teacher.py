@@ -299,7 +299,7 @@ def test_reading_thousands_of_shards_keeps_few_files_open(smoke_cfg, monkeypatch
     ("needed", "pair", True, -1),
 ])
 def test_which_layer_the_cache_holds(smoke_cfg, policy, task, needed, expected):
-    from distil.run.pipeline import layer_to_cache
+    from distil.run.plan import layer_to_cache
     from distil.tasks import get_task
 
     cfg = smoke_cfg(f"teacher.cache_layer={policy}")
@@ -308,7 +308,7 @@ def test_which_layer_the_cache_holds(smoke_cfg, policy, task, needed, expected):
 
 def test_unknown_cache_layer_policy_is_one_clear_error(smoke_cfg):
     from distil.errors import DistilError
-    from distil.run.pipeline import layer_to_cache
+    from distil.run.plan import layer_to_cache
     from distil.tasks import get_task
 
     with pytest.raises(DistilError, match="unknown teacher.cache_layer 'always'; choose one of: auto, needed"):
@@ -356,7 +356,7 @@ def test_only_a_pair_can_be_cached_apart(smoke_cfg):
     ("pair", "siamese", None, False),  # logits only
 ])
 def test_which_students_get_a_pairs_sentences_apart(smoke_cfg, task, student, layer, expected):
-    from distil.run.pipeline import cache_pairs_apart
+    from distil.run.plan import cache_pairs_apart
     from distil.tasks import get_task
 
     assert cache_pairs_apart(get_task(task), smoke_cfg(f"student={student}").student, layer) is expected

@@ -701,10 +701,10 @@ def run_training(args: argparse.Namespace, workdir: Path) -> dict:
 
 
 def resolved_trainer(cfg):
-    """cfg.trainer with the batch size a run would train with (pipeline.training_batch_size)."""
+    """cfg.trainer with the batch size a run would train with (plan.training_batch_size)."""
     from omegaconf import OmegaConf
 
-    from distil.run.pipeline import training_batch_size
+    from distil.run.plan import training_batch_size
 
     return OmegaConf.merge(cfg.trainer, {"batch_size": training_batch_size(cfg)[0]})
 

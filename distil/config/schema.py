@@ -102,7 +102,7 @@ class StudentConfig:
     dropout: float = fraction(default=0.4)
     recurrent_dropout: float = fraction(default=0.0)  # LSTM hidden-to-hidden weights, while training (Mukherjee: 0.2)
     # The student's paper training batch (Mukherjee & Awadallah 6.1: 64). Used only when neither
-    # trainer.batch_size nor schedule.batch_size is set: see pipeline.training_batch_size.
+    # trainer.batch_size nor schedule.batch_size is set: see plan.training_batch_size.
     batch_size: int | None = at_least(1, default=None)
     # Which of the teacher's wordpieces get an embedding row: "trimmed" (those in the labeled and
     # transfer sets; every other one reads [UNK]: a small, fast table) or "full" (every wordpiece, as
@@ -188,7 +188,7 @@ class ScheduleConfig:
     # and PDF), unless student.name_or_path gives a pre-trained compact checkpoint.
     student_init: str = "random"
     # The schedule's paper training batch (e.g. XtremeDistil 512, Tang 50, Wu 1024). Beats
-    # student.batch_size, loses to trainer.batch_size: see pipeline.training_batch_size.
+    # student.batch_size, loses to trainer.batch_size: see plan.training_batch_size.
     batch_size: int | None = at_least(1, default=None)
 
 
@@ -316,7 +316,7 @@ class TrainerConfig:
     lr_schedule: str = "constant"
     lr_min: float = at_least(0, default=1e-8)
     # None unless set on the command line or by a preset (experiment/, debug/); then it always
-    # wins over schedule.batch_size and student.batch_size (pipeline.training_batch_size).
+    # wins over schedule.batch_size and student.batch_size (plan.training_batch_size).
     batch_size: int | None = at_least(1, default=None)
     eval_batch_size: int = at_least(1, default=128)
     epochs: int = at_least(1, default=10)

@@ -23,7 +23,7 @@ class PeerResult:
     dev_classes: int
 
 
-def train_peer(cfg, task, data, prepared, splits, out: Path) -> PeerResult:
+def train_peer(cfg, task, data, prepared, views, out: Path) -> PeerResult:
     name, targets = cfg.student.peer, cfg.student.targets
     if task.inputs != "text" or not data.label_names:
         raise DistilError(f"student=peer-{name} classifies single texts, and {data.name} is a {task.name} "
@@ -32,7 +32,7 @@ def train_peer(cfg, task, data, prepared, splits, out: Path) -> PeerResult:
     texts = {split: list(data.splits[split]["text"]) for split in data.splits}
     train_texts, train_labels = texts["labeled"], prepared["labeled"].labels.numpy()
     if targets == "teacher":  # gold labels where there are some, the teacher's argmax on the transfer set
-        pseudo = splits["transfer"].targets.all_logits().argmax(dim=-1).numpy()
+        pseudo = views["transfer"].all_logits().argmax(dim=-1).numpy()
         train_texts, train_labels = train_texts + texts["transfer"], np.concatenate([train_labels, pseudo])
     peer = make_peer(name, cfg.seed, resolve_source(cfg.teacher))
     peer.fit(train_texts, train_labels, texts["dev"], prepared["dev"].labels.numpy())

@@ -16,15 +16,13 @@ import torch
 from omegaconf import OmegaConf
 from safetensors.torch import save_file
 
-from distil.augment.build import check_augment, make_augmenter
+from distil.augment.build import make_augmenter
 from distil.common.atomic import write_json_atomic
 from distil.common.libraries import quiet_libraries
-from distil.config.schema import Config, StudentConfig, TeacherConfig, check_config
+from distil.config.schema import Config, StudentConfig
 from distil.data.prepared import PreparedSplit
 from distil.data.ragged import Ragged, Tokens
 from distil.data.split import TaskData
-from distil.errors import DistilError, check_choice
-from distil.peers import check_peer, is_peer
 from distil.peers.train import train_peer
 from distil.pretrain.mlm import load_encoder as load_pretrained_encoder
 from distil.pretrain.mlm import pretrained_transformer
@@ -32,37 +30,30 @@ from distil.pretrain.sra import agnostic_student, load_agnostic
 from distil.run.data import task_data
 from distil.run.evaluate import student_logits
 from distil.run.flags import predicted_classes, run_warnings
-from distil.run.schedule import StudentSplit, needs_teacher_hidden, run_schedule, validate_schedule
+from distil.run.plan import RunPlan, plan_run
+from distil.run.schedule import StudentSplit, run_schedule
 from distil.serve.speed import examples_per_second
 from distil.store.artifacts import ArtifactStore
 from distil.students import (
-    FAMILIES,
     add_unk_dropout,
     build_student,
-    check_student,
     count_params,
-    embedding_size,
     keeps_own_random_init,
     param_counts,
-    reads_pairs_apart,
     reads_words,
     word_embeddings,
 )
-from distil.students.embeddings import TokenVectors, check_embedding_init, initial_embeddings, with_pad_and_unk
-from distil.students.heads import check_projection_place
+from distil.students.embeddings import TokenVectors, initial_embeddings, with_pad_and_unk
 from distil.students.pretrained import (
     PretrainedStart,
     adopt_architecture,
-    check_student_init,
     from_checkpoint,
 )
 from distil.students.transformer import TransformerStudent
 from distil.students.vocab import PAD, UNK, TrimmedVocab
-from distil.tasks import Task, make_task
+from distil.tasks import Task
 from distil.tasks.text import words_of
 from distil.teacher import TargetView, ensure_targets, ensure_teacher, load_finetuned, load_tokenizer, open_targets
-from distil.teacher.load import check_layer
-from distil.teacher.load import hidden_size as teacher_hidden_size
 from distil.teacher.token_vectors import token_output_vectors
 from distil.training.checkpoint import schedule_checkpoint
 
@@ -81,18 +72,6 @@ def setup_runtime(cfg: Config) -> None:
 
 
 @dataclass
-class Split:
-    """A split as the student stage sees it: the prepared examples and the teacher's cached outputs."""
-
-    prepared: PreparedSplit
-    targets: TargetView
-
-    def language(self, lang: str) -> Split:
-        rows = [i for i, v in enumerate(self.prepared.languages) if v == lang]
-        return Split(self.prepared.select(rows), self.targets.select(rows))
-
-
-@dataclass
 class StudentResult:
     model: torch.nn.Module
     vocab: TrimmedVocab
@@ -104,24 +83,9 @@ class StudentResult:
 
 
 def run(cfg: Config, run_dir: Path, choices: dict, overrides: list[str]) -> dict:
-    check_config(cfg)  # every numeric setting in range before anything runs
+    plan = plan_run(cfg)  # every check before any work; the decisions the steps below read
     setup_runtime(cfg)
-    task = make_task(cfg.dataset)
-    # the batch the run trains at (a batch size below 1 fails here, before any data is read)
-    validate_schedule(cfg.schedule, cfg.trainer, task, training_batch_size(cfg)[0])
-    with_hidden = needs_teacher_hidden(cfg.schedule)
-    cached_layer = layer_to_cache(cfg.teacher, task, with_hidden)
-    apart = cache_pairs_apart(task, cfg.student, cached_layer)
-    if cached_layer is not None:
-        check_layer(cfg.teacher)
-    (check_peer if is_peer(cfg.student) else check_student)(cfg.student, task)
-    if not is_peer(cfg.student):
-        check_student_init(cfg.schedule.student_init, cfg.student)
-    check_augment(cfg.augment, task, cfg.dataset)
-    if with_hidden and not is_peer(cfg.student):
-        check_projection_place(cfg.schedule.projection, FAMILIES[cfg.student.kind], task.inputs)
-    check_embedding_init(cfg.student.embedding_init, embedding_size(cfg.student), teacher_hidden_size(cfg.teacher),
-                         cfg.student.vectors_file, reads_words(cfg.student))
+    task = plan.task
     started = time.perf_counter()
 
     store = ArtifactStore(cfg.paths.cache)
@@ -130,21 +94,20 @@ def run(cfg: Config, run_dir: Path, choices: dict, overrides: list[str]) -> dict
     log.info("data %s (%s): %s", data.name, task.name, data.summary())
     teacher = ensure_teacher(cfg.teacher, task, data, prepared, store, cfg.seed, cfg.hub_offline)
     model, tokenizer = load_finetuned(teacher.path, task)
-    targets = ensure_targets(cfg.teacher, teacher, task, data, prepared, store, cached_layer,
-                             lambda: (model, tokenizer), apart=apart)
+    targets = ensure_targets(cfg.teacher, teacher, task, data, prepared, store, plan.cached_layer,
+                             lambda: (model, tokenizer), apart=plan.pairs_apart)
     views = open_targets(targets)
-    splits = {name: Split(prepared[name], views[name]) for name in prepared}
     teacher_vocab = TeacherVocab(model.get_input_embeddings().weight.detach().float(),
                                  tokenizer.convert_ids_to_tokens(list(range(len(tokenizer)))),
                                  model.config.hidden_size, list(tokenizer.all_special_ids),
                                  partial(token_output_vectors, model, tokenizer), tokenizer.sep_token_id)
 
-    if is_peer(cfg.student):  # a tool a user would otherwise pick, on the same splits and teacher
-        peer = train_peer(cfg, task, data, prepared, splits, run_dir / "student")
+    if plan.peer:  # a tool a user would otherwise pick, on the same splits and teacher
+        peer = train_peer(cfg, task, data, prepared, views, run_dir / "student")
         student, speed, dev_classes = peer.student, {}, {None: peer.dev_classes}
     else:
-        start = student_start(cfg, data, tokenizer, store)
-        student, speed, dev_classes = train_students(cfg, task, data, prepared, splits, teacher_vocab, model,
+        start = student_start(cfg, plan, data, tokenizer, store)
+        student, speed, dev_classes = train_students(cfg, plan, data, prepared, views, teacher_vocab, model,
                                                      tokenizer, run_dir, start)
     metrics = {
         "status": "ok",
@@ -157,9 +120,9 @@ def run(cfg: Config, run_dir: Path, choices: dict, overrides: list[str]) -> dict
         "data": {"sizes": data.summary(), "labels": data.label_names, "languages": data.languages,
                  "overlap": data.overlap},
         "teacher": {
-            **{name: task.score(splits[name].targets.all_logits(), prepared[name], data.label_names)
+            **{name: task.score(views[name].all_logits(), prepared[name], data.label_names)
                for name in ("labeled", "dev", *reported_splits(data))},
-            "diagnostics": {name: task.diagnostics(logit_chunks(splits[name].targets)) for name in splits},
+            "diagnostics": {name: task.diagnostics(logit_chunks(views[name])) for name in prepared},
             "params": count_params(model),
             "param_counts": param_counts(model, teacher_vocab.size),
             "vocab_size": teacher_vocab.size,
@@ -184,8 +147,8 @@ def run(cfg: Config, run_dir: Path, choices: dict, overrides: list[str]) -> dict
     return metrics
 
 
-def train_students(cfg: Config, task: Task, data: TaskData, prepared: dict[str, PreparedSplit],
-                   splits: dict[str, Split], teacher_vocab: TeacherVocab, teacher, tokenizer,
+def train_students(cfg: Config, plan: RunPlan, data: TaskData, prepared: dict[str, PreparedSplit],
+                   views: dict[str, TargetView], teacher_vocab: TeacherVocab, teacher, tokenizer,
                    run_dir: Path, start: PretrainedStart | None = None) -> tuple[dict, dict, dict]:
     """Train and save the student (XtremeDistil D0: one per language); (its metrics.json record, the
     teacher/student speed, dev classes predicted per model)."""
@@ -194,47 +157,34 @@ def train_students(cfg: Config, task: Task, data: TaskData, prepared: dict[str, 
         results = {}
         for lang in data.languages:
             log.info("student for language %s", lang)
-            results[lang] = train_student(cfg, task, data, {n: s.language(lang) for n, s in splits.items()},
-                                          teacher_vocab, language=lang, start=start)
-            save_student(results[lang], cfg, task, data, tokenizer, run_dir / f"student-{lang}")
-        student = _merge_languages(results, task)
+            rows = {name: language_rows(split, lang) for name, split in prepared.items()}
+            results[lang] = train_student(cfg, plan, data, {n: s.select(rows[n]) for n, s in prepared.items()},
+                                          {n: v.select(rows[n]) for n, v in views.items()}, teacher_vocab,
+                                          language=lang, start=start)
+            save_student(results[lang], cfg, plan, data, tokenizer, run_dir / f"student-{lang}")
+        student = _merge_languages(results, plan.task)
         first = next(iter(results.values()))
     else:
-        first = train_student(cfg, task, data, splits, teacher_vocab, start=start)
-        save_student(first, cfg, task, data, tokenizer, run_dir / "student")
+        first = train_student(cfg, plan, data, prepared, views, teacher_vocab, start=start)
+        save_student(first, cfg, plan, data, tokenizer, run_dir / "student")
         student = {**first.scores, "stages": first.stages}
         results = {None: first}
     if start is not None:  # where the student started, and what its pre-training reported
         student["pretrained"] = {"source": start.source, **start.info}
-    counts = student_param_counts(results, None if reads_words(cfg.student) else teacher_vocab.size)
+    counts = student_param_counts(results, None if plan.reads_words else teacher_vocab.size)
     student.update(params=counts["deployed"], param_counts=counts, vocab_size=len(first.vocab))
-    speed = measure_speed(cfg, teacher, first.model, prepared["test"].ids, first.test_tokens, tokenizer.pad_token_id)
+    speed = measure_speed(cfg.trainer.speed_examples, teacher, first.model, prepared["test"].ids, first.test_tokens,
+                          tokenizer.pad_token_id)
     return student, speed, {lang: r.dev_classes for lang, r in results.items()}
+
+
+def language_rows(split: PreparedSplit, lang: str) -> list[int]:
+    return [i for i, v in enumerate(split.languages) if v == lang]
 
 
 def reported_splits(data: TaskData) -> list[str]:
     """The held-out splits every model is scored on: test and the dataset's extra ones."""
     return ["test", *data.extra_tests]
-
-
-CACHE_LAYER = ("auto", "needed")
-
-
-def layer_to_cache(cfg: TeacherConfig, task: Task, needed: bool) -> int | None:
-    """The hidden layer the cache holds beside the logits (None: logits only); see teacher.cache_layer."""
-    check_choice("teacher.cache_layer", cfg.cache_layer, CACHE_LAYER)
-    wanted = needed or (cfg.cache_layer == "auto" and not task.per_token)
-    return cfg.layer if wanted else None
-
-
-def cache_pairs_apart(task: Task, student: StudentConfig, layer: int | None) -> bool:
-    """Whether the cached layer is each sentence of a pair alone rather than the joined pair's
-    [CLS]: for a student that reads the sentences apart (Wu et al. 2019 §3.1, Fig. 1c: each
-    sentence is distilled against the teacher's vector of that sentence). The student decides,
-    not the schedule: with teacher.cache_layer=auto a layer is cached even for a schedule that
-    compares none, and it is cached in the form a representation schedule of the same sweep
-    would read, so the sweep still runs the teacher once."""
-    return layer is not None and task.inputs == "pair" and reads_pairs_apart(student)
 
 
 def prepare_data(cfg: Config, task: Task,
@@ -256,12 +206,12 @@ def logit_chunks(view: TargetView, size: int = 8192):
         yield view.logits(np.arange(start, min(start + size, len(view))))
 
 
-def student_tokens(cfg: Config, task: Task, split: PreparedSplit):
+def student_tokens(plan: RunPlan, split: PreparedSplit, max_length: int):
     """What the student reads: teacher wordpieces (a pair joint, or apart for siamese
     students), or lower-cased whitespace words for the RNN baseline."""
-    if reads_words(cfg.student):
-        return [words_of(text, cfg.teacher.max_length) for text in split.examples["text"][:]]
-    if task.inputs == "pair" and reads_pairs_apart(cfg.student):
+    if plan.reads_words:
+        return [words_of(text, max_length) for text in split.examples["text"][:]]
+    if plan.task.inputs == "pair" and plan.reads_pairs_apart:
         return split.pair
     return split.ids
 
@@ -284,41 +234,40 @@ class TeacherVocab:
         return self.embeddings.shape[0]
 
 
-def initialise_embeddings(model: torch.nn.Module, cfg: Config, vocab: TrimmedVocab, teacher: TeacherVocab) -> None:
+def initialise_embeddings(model: torch.nn.Module, student: StudentConfig, seed: int, vocab: TrimmedVocab,
+                          teacher: TeacherVocab) -> None:
     """Every run's student embeddings start here: random U(-0.1, 0.1) (Mukherjee & Awadallah 6.1),
     svd / pca / file (XtremeDistil Table 14); [UNK] at the mean of the other rows. A transformer
     student's `random` keeps BERT's own init (students.keeps_own_random_init)."""
     layer = word_embeddings(model)
-    if cfg.student.embedding_init == "random" and keeps_own_random_init(cfg.student):
+    if student.embedding_init == "random" and keeps_own_random_init(student):
         weights = with_pad_and_unk(layer.weight.detach().clone())
     else:
-        words = reads_words(cfg.student)  # the RNN baseline's vocabulary holds words, not teacher ids
+        words = reads_words(student)  # the RNN baseline's vocabulary holds words, not teacher ids
         weights = initial_embeddings(
-            cfg.student.embedding_init, layer.embedding_dim,
+            student.embedding_init, layer.embedding_dim,
             teacher_ids=list(range(len(vocab.teacher_ids))) if words else vocab.teacher_ids,
             teacher_embeddings=None if words else teacher.embeddings,
             teacher_tokens=vocab.teacher_ids if words else teacher.tokens,
-            vectors_file=cfg.student.vectors_file, seed=cfg.seed,
-            token_vectors=None if words else teacher.token_vectors, sif_coefficient=cfg.student.sif_coefficient,
+            vectors_file=student.vectors_file, seed=seed,
+            token_vectors=None if words else teacher.token_vectors, sif_coefficient=student.sif_coefficient,
         )
     with torch.no_grad():
         layer.weight.copy_(weights)
 
 
-DEFAULT_BATCH_SIZE = 32
-
-
-def student_start(cfg: Config, data: TaskData, tokenizer, store: ArtifactStore) -> PretrainedStart | None:
+def student_start(cfg: Config, plan: RunPlan, data: TaskData, tokenizer,
+                  store: ArtifactStore) -> PretrainedStart | None:
     """The pre-trained weights a student starts from, or None (its own random init):
     student.name_or_path's checkpoint, else with schedule.student_init=pretrained its family's
     pre-training, built once, content-keyed and shared by every task: a Transformer's masked LM
     (the pretrain group, Turc et al.), an SRA student's task-agnostic distillation (the agnostic
     group, Wu et al.)."""
-    if cfg.student.name_or_path is not None:
+    if plan.start == "checkpoint":
         start = from_checkpoint(cfg.student, tokenizer, cfg.hub_offline)
         adopt_architecture(cfg.student, start)
         return start
-    if cfg.schedule.student_init != "pretrained":
+    if plan.start == "own":
         return None
     if cfg.student.kind == "sra":
         return agnostic_start(cfg, store)
@@ -345,29 +294,14 @@ def transformer_of(model: torch.nn.Module) -> TransformerStudent:
     return next(module for module in model.modules() if isinstance(module, TransformerStudent))
 
 
-def training_batch_size(cfg: Config) -> tuple[int, str]:
-    """The student's training batch and the rule that chose it, first set wins:
-    trainer.batch_size (only set on the command line or by a preset: an explicit choice),
-    schedule.batch_size (the schedule's paper setting), student.batch_size (the student's
-    paper setting), else 32."""
-    candidates = [("trainer.batch_size", cfg.trainer.batch_size, "command line / preset"),
-                  ("schedule.batch_size", cfg.schedule.batch_size, "schedule"),
-                  ("student.batch_size", cfg.student.batch_size, "student")]
-    for key, value, _ in candidates:
-        if value is not None and value < 1:
-            raise DistilError(f"{key} must be a positive number of examples (got {value}); "
-                              f"set it to 1 or more, or to null to fall back to the next rule")
-    return next(((value, rule) for _, value, rule in candidates if value is not None),
-                (DEFAULT_BATCH_SIZE, "default"))
-
-
-def train_student(cfg: Config, task: Task, data: TaskData, splits: dict[str, Split],
-                  teacher_vocab: TeacherVocab, language: str | None = None,
+def train_student(cfg: Config, plan: RunPlan, data: TaskData, prepared: dict[str, PreparedSplit],
+                  views: dict[str, TargetView], teacher_vocab: TeacherVocab, language: str | None = None,
                   start: PretrainedStart | None = None) -> StudentResult:
     """Trim a vocabulary to the training tokens (or keep the teacher's whole one), build the student,
     run the schedule."""
-    tokens = {name: student_tokens(cfg, task, split.prepared) for name, split in splits.items()}
-    if reads_words(cfg.student):
+    task = plan.task
+    tokens = {name: student_tokens(plan, split, cfg.teacher.max_length) for name, split in prepared.items()}
+    if plan.reads_words:
         vocab = TrimmedVocab.from_sequences(tokens["labeled"] + tokens["transfer"])
         mapped = {name: vocab.map_words(sentences) for name, sentences in tokens.items()}
     else:  # full: every wordpiece the teacher's tokenizer has (XtremeDistil)
@@ -376,37 +310,34 @@ def train_student(cfg: Config, task: Task, data: TaskData, splits: dict[str, Spl
         mapped = {name: vocab.map_tokens(column) for name, column in tokens.items()}
 
     def student_split(name: str) -> StudentSplit:
-        prepared = splits[name].prepared
-        labels = prepared.labels
+        labels = prepared[name].labels
         gold = task.has_gold(labels) if isinstance(labels, torch.Tensor) else None
-        return StudentSplit(mapped[name], labels, gold, splits[name].targets, prepared.word_starts)
+        return StudentSplit(mapped[name], labels, gold, views[name], prepared[name].word_starts)
 
-    student_splits = {name: student_split(name) for name in splits}
+    student_splits = {name: student_split(name) for name in prepared}
 
     def evaluate_split(model, name: str) -> dict:
         logits = student_logits(model, student_splits[name].tokens, PAD, cfg.trainer.eval_batch_size)
-        return task.score(logits, splits[name].prepared, data.label_names)
+        return task.score(logits, prepared[name], data.label_names)
 
     torch.manual_seed(cfg.seed)
-    sep = None if teacher_vocab.sep_id is None or reads_words(cfg.student) else vocab.map([teacher_vocab.sep_id])[0]
+    sep = None if teacher_vocab.sep_id is None or plan.reads_words else vocab.map([teacher_vocab.sep_id])[0]
     model = build_student(cfg.student, len(vocab), task.num_outputs(data.label_names), task,
-                          teacher_vocab.hidden_size, representation_head=needs_teacher_hidden(cfg.schedule),
+                          teacher_vocab.hidden_size, representation_head=plan.with_hidden,
                           projection=cfg.schedule.projection, sep_id=sep)
-    initialise_embeddings(model, cfg, vocab, teacher_vocab)
+    initialise_embeddings(model, cfg.student, cfg.seed, vocab, teacher_vocab)
     if start is not None:  # pre-trained weights (Turc, Wu): every one, the word embeddings at our rows
         start.apply(model if cfg.student.kind == "sra" else transformer_of(model).bert, vocab)
     # word students (the RNN baseline) read no special tokens
     add_unk_dropout(model, cfg.student.unk_dropout,
-                    [] if reads_words(cfg.student) else vocab.map(teacher_vocab.special_ids))
-    batch_size, chosen_by = training_batch_size(cfg)
-    trainer = OmegaConf.merge(cfg.trainer, {"batch_size": batch_size})  # what every stage and lr schedule reads
+                    [] if plan.reads_words else vocab.map(teacher_vocab.special_ids))
     # keyed by the data it trains on too (split sizes, vocabulary), and for D0 by its language
     trains_on = [language, {name: len(split) for name, split in student_splits.items()}, vocab.teacher_ids]
     with schedule_checkpoint(cfg, *trains_on) as checkpoint:  # a killed run resumes from here
-        stages = run_schedule(cfg.schedule, trainer, model, student_splits, evaluate_split, task, cfg.seed, PAD,
-                              checkpoint)
+        stages = run_schedule(cfg.schedule, plan.trainer, model, student_splits, evaluate_split, task, cfg.seed,
+                              PAD, checkpoint)
     for record in stages:
-        record["batch_size_from"] = chosen_by
+        record["batch_size_from"] = plan.batch_size_from
     # the model is the last step's best on dev: its extra test splits are scored once, after selection
     scores = {"dev": stages[-1]["dev"], "test": stages[-1]["test"],
               **{name: evaluate_split(model, name) for name in data.extra_tests}}
@@ -440,9 +371,9 @@ def _merge_languages(results: dict[str, StudentResult], task: Task) -> dict:
     return merged
 
 
-def measure_speed(cfg: Config, teacher, student, teacher_ids: Ragged, student_tokens: Tokens,
+def measure_speed(examples: int, teacher, student, teacher_ids: Ragged, student_tokens: Tokens,
                   teacher_pad: int) -> dict:
-    n = min(cfg.trainer.speed_examples, len(teacher_ids), len(student_tokens))  # both on the same examples
+    n = min(examples, len(teacher_ids), len(student_tokens))  # both on the same examples
     if n == 0:
         return {}
     teacher_rate = examples_per_second(
@@ -454,16 +385,17 @@ def measure_speed(cfg: Config, teacher, student, teacher_ids: Ragged, student_to
             "student_ex_per_s": student_rate, "speedup": student_rate / teacher_rate}
 
 
-def save_student(result: StudentResult, cfg: Config, task: Task, data: TaskData, tokenizer, out: Path) -> None:
+def save_student(result: StudentResult, cfg: Config, plan: RunPlan, data: TaskData, tokenizer, out: Path) -> None:
     """Everything `distil-predict` needs: weights, vocabulary, tokenizer, config and labels."""
     out.mkdir(parents=True, exist_ok=True)
     save_file({k: v.contiguous() for k, v in result.model.state_dict().items()}, out / "model.safetensors")
     result.vocab.save(out / "vocab.json")
     tokenizer.save_pretrained(out / "tokenizer")
+    task = plan.task
     config = {"student": OmegaConf.to_container(cfg.student), "task": task.name, "inputs": task.inputs,
               "labels": task.output_names(data.label_names), "vocab_size": len(result.vocab),
               "teacher_hidden_size": result.teacher_hidden_size,
-              "representation_head": needs_teacher_hidden(cfg.schedule), "projection": cfg.schedule.projection,
+              "representation_head": plan.with_hidden, "projection": cfg.schedule.projection,
               "max_length": cfg.teacher.max_length}
     (out / "config.json").write_text(json.dumps(config, indent=2))
 

@@ -130,7 +130,7 @@ def stage_epochs(stage: StageConfig, trainer: TrainerConfig) -> int:
 
 def validate_schedule(schedule: ScheduleConfig, trainer: TrainerConfig, task: Task, batch_size: int) -> None:
     """Fail before any training on a schedule or trainer setting that cannot run. `batch_size`: the
-    training batch the run will use (pipeline.training_batch_size: trainer.batch_size is None unless
+    training batch the run will use (plan.training_batch_size: trainer.batch_size is None unless
     set on the command line)."""
     check_choice("trainer.optimizer", trainer.optimizer, OPTIMIZERS)
     check_choice("trainer.lr_schedule", trainer.lr_schedule, LR_SCHEDULES)
