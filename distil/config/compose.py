@@ -72,6 +72,7 @@ def _is_value_override(arg: str) -> bool:
 def composed(args: tuple[str, ...]) -> DictConfig:
     """Hydra's composition of the main config with these overrides, cached: shared by every caller,
     so copy it before changing it."""
+    register_configs()  # the schema (base_config) and resolvers the YAML names
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         return compose(config_name="config", overrides=list(args))
 

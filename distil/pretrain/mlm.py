@@ -27,6 +27,7 @@ from distil.errors import DistilError, check_choice
 from distil.pretrain.corpus import ExampleSampler, lines_digest, read_lines, tokenize
 from distil.pretrain.masking import IGNORE
 from distil.store.artifacts import Artifact, ArtifactStore
+from distil.training.loop import optimiser_step
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +35,7 @@ OBJECTIVES = ("mlm+nsp", "mlm")
 CHECKPOINT = "pretrain-checkpoint.pt"
 WEIGHTS = "model.safetensors"
 LOG_EVERY = 100  # steps between the losses kept in the artifact's history
+BERT_GRAD_CLIP = 1.0  # BERT's total-norm clip
 LAYOUT_VERSION = 1
 
 
@@ -92,7 +94,14 @@ def ensure_pretrained(cfg: PretrainConfig, layers: int, hidden: int, tokenizer, 
 
 def pretrain(cfg: PretrainConfig, layers: int, hidden: int, tokenizer, lines: list[str], seed: int,
              out: Path) -> dict:
-    """Train `cfg.steps` steps into `out` (resuming its checkpoint if one is there); the artifact's info."""
+    """Train `cfg.steps` steps into `out` (resuming its checkpoint if one is there); the artifact's info.
+
+    Not `training.fit`, by design: pre-training counts optimiser steps, not epochs (Turc et al. run a
+    million, with a linear warm-up and decay over steps), draws every batch afresh from the corpus
+    (there is no epoch to shuffle), has no dev score to stop on or select by (the last step is the
+    model), and saves its state by the clock between steps. It shares fit's optimiser step
+    (training.loop.optimiser_step).
+    """
     nsp = cfg.objective == "mlm+nsp"
     sentences = tokenize(tokenizer, lines, cfg.max_length)
     sampler = ExampleSampler(sentences, tokenizer, cfg.max_length, nsp, cfg.mask_prob, cfg.mask_token_prob,
@@ -128,11 +137,7 @@ def pretrain(cfg: PretrainConfig, layers: int, hidden: int, tokenizer, lines: li
             if not torch.isfinite(loss):
                 raise DistilError(f"pre-training diverged at step {step + 1} (loss {loss.item()}); "
                                   f"lower pretrain.lr (now {cfg.lr:g})")
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)  # BERT's
-            optimizer.step()
-            scheduler.step()
+            optimiser_step(loss, optimizer, list(model.parameters()), BERT_GRAD_CLIP, scheduler)
             step += 1
             running["mlm"] += mlm_loss.item()
             running["nsp"] += nsp_loss.item() if nsp_loss is not None else 0.0

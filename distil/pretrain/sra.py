@@ -35,6 +35,7 @@ from distil.pretrain.corpus import lines_digest, read_lines
 from distil.store.artifacts import Artifact, ArtifactStore
 from distil.students.sra import SRAStudent
 from distil.students.vocab import TrimmedVocab
+from distil.training.loop import optimiser_step
 from distil.training.losses import representation_cosine
 
 log = logging.getLogger(__name__)
@@ -115,6 +116,11 @@ def ensure_agnostic(cfg, teacher_name: str, teacher_identity: dict, teacher_hidd
 
 def distil_agnostic(cfg, load_encoder, tokenizer, student_cfg, initial_rows, lines: list[str], held_out: list[str],
                     out: Path) -> dict:
+    """Wu et al.'s task-agnostic distillation (Eq. 1) of the teacher's sentence vectors into the SRA
+    student. Not `training.fit`, by design: it trains a fixed number of epochs and keeps the last
+    (the held-out loss is reported, Wu Table 4, and selects nothing), where fit stops on patience and
+    restores the best dev epoch; its loss history is per sentence, not per batch. It shares fit's
+    optimiser step (training.loop.optimiser_step)."""
     ids = tokenizer(lines + held_out, truncation=True, max_length=cfg.max_length)["input_ids"]
     pad_id = tokenizer.pad_token_id
     vectors_path = out / VECTORS
@@ -161,9 +167,7 @@ def distil_agnostic(cfg, load_encoder, tokenizer, student_cfg, initial_rows, lin
             for rows in epoch_batches(cfg, lengths, rng):
                 sentences = student.sentence(*pad([mapped[r] for r in rows]))
                 loss = representation_cosine(sentences, targets[torch.from_numpy(rows)])
-                optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                optimizer.step()
+                optimiser_step(loss, optimizer, student.parameters())
                 total += loss.item() * len(rows)
                 progress.update(bar, advance=1, status=f"loss {loss.item():.4f}")
             epoch += 1

@@ -110,13 +110,7 @@ def fit(
                     log.warning("%s: training loss is %s at epoch %d, batch %d: stopping, keeping the best "
                                 "weights so far (epoch %d)", description, value, epoch, number, best_epoch)
                     break
-                optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                if grad_clip:
-                    torch.nn.utils.clip_grad_norm_(trainable, grad_clip)
-                optimizer.step()
-                if scheduler is not None:
-                    scheduler.step()
+                optimiser_step(loss, optimizer, trainable, grad_clip, scheduler)
                 running, seen, steps = running + value, seen + 1, steps + 1
                 progress.update(task, advance=1, status=f"loss {running / seen:.4f}")
             if nonfinite:
@@ -146,6 +140,21 @@ def fit(
     model.eval()
     epochs_run = sum(1 for h in history if h["epoch"] > 0)
     return FitResult(best_dev, best_epoch, epochs_run, time.perf_counter() - start, history, nonfinite)
+
+
+def optimiser_step(loss: torch.Tensor, optimizer: torch.optim.Optimizer, params: Sequence[torch.nn.Parameter],
+                   grad_clip: float | None = None,
+                   scheduler: torch.optim.lr_scheduler.LRScheduler | None = None) -> None:
+    """One optimiser step, the same everywhere (`fit`, and the pre-training loops, which cannot use
+    `fit`: see distil/pretrain/mlm.py and sra.py): gradients from `loss`, clipped to `grad_clip` in
+    total norm over `params`, then the optimiser's and the scheduler's step."""
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    if grad_clip:
+        torch.nn.utils.clip_grad_norm_(params, grad_clip)
+    optimizer.step()
+    if scheduler is not None:
+        scheduler.step()
 
 
 def _restore(state: dict, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
