@@ -14,12 +14,15 @@ from distil.common.libraries import quiet_libraries
 from distil.config.schema import Config, StudentConfig, TeacherConfig, TrainerConfig, check_config
 from distil.errors import DistilError, check_choice
 from distil.peers import check_peer, is_peer
+from distil.pretrain.mlm import check_pretrain
+from distil.pretrain.sra import check_agnostic
 from distil.run.schedule import needs_teacher_hidden, validate_schedule
 from distil.students import FAMILIES, check_student, embedding_size, reads_pairs_apart, reads_words
 from distil.students.embeddings import check_embedding_init
 from distil.students.heads import check_projection_place
 from distil.students.pretrained import check_student_init
 from distil.tasks import Task, make_task
+from distil.teacher.finetune import check_finetune
 from distil.teacher.load import check_layer
 from distil.teacher.load import hidden_size as teacher_hidden_size
 
@@ -69,9 +72,15 @@ def plan_run(cfg: Config) -> RunPlan:
     words = reads_words(cfg.student)
     check_embedding_init(cfg.student.embedding_init, embedding_size(cfg.student), teacher_hidden_size(cfg.teacher),
                          cfg.student.vectors_file, words)
+    check_finetune(cfg.teacher.finetune)
+    start = student_start_kind(cfg)
+    if start == "pretrained" and cfg.student.kind == "sra":  # pre-training settings, before any fine-tuning
+        check_agnostic(cfg.agnostic)
+    elif start == "pretrained":
+        check_pretrain(cfg.pretrain)
     trainer = OmegaConf.merge(cfg.trainer, {"batch_size": batch_size})
     return RunPlan(task, batch_size, chosen_by, trainer, with_hidden, cached_layer, apart, words,
-                   reads_pairs_apart(cfg.student), peer, student_start_kind(cfg))
+                   reads_pairs_apart(cfg.student), peer, start)
 
 
 def student_start_kind(cfg: Config) -> str:

@@ -1,0 +1,40 @@
+"""run/plan.py: a run's decisions are made once, from the composed config, before any work."""
+
+import pytest
+
+from distil.errors import DistilError
+from distil.run.plan import plan_run
+from tests.test_cli import distil_in_process
+
+
+@pytest.mark.parametrize("overrides,expected", [
+    ([], {"batch_size": 12, "batch_size_from": "command line / preset", "with_hidden": False,
+          "cached_layer": -1, "pairs_apart": False, "reads_words": False, "reads_pairs_apart": False,
+          "peer": False, "start": "own"}),
+    (["trainer.batch_size=null", "schedule=joint"], {"batch_size": 64, "batch_size_from": "schedule"}),
+    (["student=rnn"], {"reads_words": True}),
+    (["schedule=d4.2"], {"with_hidden": True, "cached_layer": -1}),
+    (["dataset=toy-ner", "student=bilstm-tagger"], {"cached_layer": None}),  # tagging caches no layer unless asked
+    (["dataset=toy-pair", "student=siamese"], {"pairs_apart": True, "reads_pairs_apart": True}),
+    (["student=transformer-tiny", "schedule=pd"], {"start": "pretrained"}),
+    (["student=peer-tfidf"], {"peer": True}),
+])
+def test_the_plan_holds_each_decision(smoke_cfg, overrides, expected):
+    plan = plan_run(smoke_cfg(*overrides))
+    assert {key: getattr(plan, key) for key in expected} == expected
+    assert plan.trainer.batch_size == plan.batch_size  # what every stage reads
+
+
+def test_a_bad_pretraining_setting_fails_in_the_plan(smoke_cfg):
+    with pytest.raises(DistilError, match="pretrain.mask_token_prob \\+ pretrain.random_token_prob = 1.2"):
+        plan_run(smoke_cfg("student=transformer-tiny", "schedule=pd", "pretrain.mask_token_prob=0.7",
+                           "pretrain.random_token_prob=0.5"))
+
+
+def test_a_bad_pretraining_setting_stops_the_run_before_the_teacher(tmp_path, monkeypatch, capsys):
+    """Before the plan, the masked-LM settings were first read after the teacher was fine-tuned."""
+    code, _, err = distil_in_process(["debug=smoke", "student=transformer-tiny", "schedule=pd",
+                                      "pretrain.objective=clm"], tmp_path, monkeypatch, capsys)
+    assert code == 2
+    assert "pretrain.objective" in err.strip().splitlines()[-1]
+    assert not (tmp_path / "outputs" / "cache" / "teachers").exists()
