@@ -28,29 +28,24 @@ test-slow:  ## slow tests: reproduction runs on real data, the kill-and-resume t
 	$(PYTHON) -m pytest -q -m slow
 
 bench:  ## speed and size of teacher-sized models vs students, the teacher cache, checkpoint cost -> outputs/tables/bench*.{md,csv}
-	distil-bench
-	distil-bench-tang
-	distil-bench-turc
-	distil-bench-wu
-	distil-bench-cache
-	$(PYTHON) -m distil.bench.checkpoint
+	distil bench all && distil paper tang-table2 && distil paper turc-table1 && distil paper wu-table2
 
 schedules-xd:  ## XtremeDistil's strategies D0-D4.2 on SST-2 (low resource) -> one table
 	distil -m schedule=d0,d0-s,d1,d2,d3.1,d3.2,d4.1,d4.2 $(SST2_LOW) hydra.sweep.dir=outputs/multirun/schedules-xd
-	distil-report outputs/multirun/schedules-xd
+	distil report outputs/multirun/schedules-xd
 
 schedules-mukherjee:  ## Mukherjee & Awadallah's and Tang's schedules on SST-2, 5k transfer (CPU budget) -> one table
 	distil -m schedule=hard,soft,joint,rl-llce,rlll-ce,bilstm-soft $(SST2_LOW) transfer_size=5k hydra.sweep.dir=outputs/multirun/schedules-mukherjee
 	distil -m schedule=bilstm-soft student=tang $(SST2_LOW) transfer_size=5k hydra.sweep.dir=outputs/multirun/schedules-mukherjee/tang
-	distil-report outputs/multirun/schedules-mukherjee
+	distil report outputs/multirun/schedules-mukherjee
 
 students-bbc:  ## the other students on the default BBC News run (README, Students)
 	distil -m student=rnn,transformer-mini,sra hydra.sweep.dir=outputs/multirun/students-bbc
-	distil-report outputs/multirun/students-bbc
+	distil report outputs/multirun/students-bbc
 
 mrpc:  ## sentence pairs: BiLSTM on the joined pair vs the siamese student (README, Measured)
 	distil -m dataset=mrpc student=bilstm,siamese hydra.sweep.dir=outputs/multirun/mrpc
-	distil-report outputs/multirun/mrpc
+	distil report outputs/multirun/mrpc
 
 wikiann:  ## NER in 6 languages with the BiLSTM tagger (README, Measured)
 	distil dataset=wikiann student=bilstm-tagger
@@ -62,20 +57,19 @@ readme-results:  ## regenerate README's Results section from outputs/tables/*.md
 # cpu-scale cells and writes outputs/tables/xtremedistil-table3.* (SCALE=paper for the paper's scale).
 SCALE ?= cpu
 table-%:  ## one paper table, e.g. table-xtremedistil-3 -> outputs/tables/xtremedistil-table3.* (SCALE=paper)
-	distil-table --scale $(SCALE) $(shell echo '$*' | sed -E 's/-([^-]+)$$/-table\1/')
+	distil table --scale $(SCALE) $(shell echo '$*' | sed -E 's/-([^-]+)$$/-table\1/')
 
 figure-%:  ## one paper figure, e.g. figure-turc-7 -> outputs/tables/turc-fig7.* (SCALE=paper)
-	distil-table --scale $(SCALE) $(shell echo '$*' | sed -E 's/-([^-]+)$$/-fig\1/')
+	distil table --scale $(SCALE) $(shell echo '$*' | sed -E 's/-([^-]+)$$/-fig\1/')
 
-tables:  ## every paper table preset at cpu scale (distil-table --list shows them; frontier tables: make frontier); rerun to continue
-	distil-table --all --scale cpu
+tables:  ## every paper table preset at cpu scale (distil table --list shows them; frontier tables: make frontier); rerun to continue
+	distil table --all --scale cpu
 
 tables-status:  ## how far every paper table is: cells done (here or recorded in results/cells), minutes measured, at that pace, estimated
-	distil-table --all --scale $(SCALE) --status
+	distil table --all --scale $(SCALE) --status
 
 frontier:  ## every student on one cached teacher: accuracy, size, speed, Pareto plot (SST-2, MRPC, WikiANN)
-	distil-table --all --set frontier --scale cpu
-	$(PYTHON) scripts/frontier_targets.py
+	distil table --all --set frontier --scale cpu --frontier-targets
 
 lint:  ## ruff
 	$(PYTHON) -m ruff check distil tests scripts

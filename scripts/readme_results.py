@@ -25,7 +25,7 @@ START, END = "<!-- results:start -->", "<!-- results:end -->"
 # the frontier tables (frontier-*.md, presets of `set: frontier`) go to their own section, when it has markers
 FRONTIER_START, FRONTIER_END, FRONTIER = "<!-- frontier:start -->", "<!-- frontier:end -->", "frontier-"
 TABLE_MARKS = ("<!-- table: ", "<!-- frontier targets")
-TARGETS_MARK, TARGETS_NAME = TABLE_MARKS[1], "frontier-targets"  # scripts/frontier_targets.py's file
+TARGETS_MARK, TARGETS_NAME = TABLE_MARKS[1], "frontier-targets"  # `distil table --frontier-targets`' file
 SECTION = "## Results"
 BEFORE = "## Architecture"
 FIGURES = Path("docs") / "figures"  # beside the README; tracked, unlike outputs/

@@ -156,8 +156,9 @@ def test_distil_untuned_writes_the_four_rows(tmp_path):
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("\n".join(" ".join(rng.choice(words) for _ in range(rng.randint(3, 9))) for _ in range(300)))
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    run = subprocess.run([sys.executable, "-m", "distil.papers.wu_table5", "debug=smoke", "dataset=toy-pair",
-                          f"agnostic.corpus={corpus}", "agnostic.batch_size=64", f"paths.outputs={tmp_path / 'out'}",
+    run = subprocess.run([sys.executable, "-m", "distil.cli.main", "paper", "wu-table5", "debug=smoke",
+                          "dataset=toy-pair", f"agnostic.corpus={corpus}", "agnostic.batch_size=64",
+                          f"paths.outputs={tmp_path / 'out'}",
                           "--out", str(tmp_path / "tables")], cwd=tmp_path, env=env, capture_output=True, text=True,
                          timeout=600)
     assert run.returncode == 0, run.stderr[-2000:]
@@ -177,13 +178,14 @@ def test_distil_untuned_writes_the_four_rows(tmp_path):
 
 
 def test_untuned_refuses_a_task_without_pairs(tmp_path, monkeypatch, capsys):
-    from distil.papers.wu_table5 import main
+    from distil.cli.paper import wu_table5 as main
 
     monkeypatch.chdir(tmp_path)
     with pytest.raises(SystemExit) as exit_:
         main(["debug=smoke", "dataset=toy"])
     assert exit_.value.code == 2
-    assert capsys.readouterr().err.strip().startswith("distil-untuned: error: distil-untuned scores sentence pairs")
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("distil paper wu-table5: error: distil-untuned scores sentence pairs")
 
 
 FIX = ("<a text file with one sentence per line>, absolute or under paths.data_dir (now '{data}': run from the "

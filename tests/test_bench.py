@@ -20,7 +20,9 @@ from distil.students.bilstm import BiLSTMClassifier
 @pytest.fixture(scope="module")
 def quick_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("bench")
-    bench.main(["--quick", "--out", str(out), "--examples", "64", "--seq-len", "8"])  # 2 batches: 2 passes
+    from distil.cli.bench import students
+
+    students(["--quick", "--out", str(out), "--examples", "64", "--seq-len", "8"])  # 2 batches: 2 passes
     return out
 
 

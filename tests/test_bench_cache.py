@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 
 from distil.bench import cache as bench_cache
+from distil.cli import bench as bench_command
 from distil.common.libraries import quiet_libraries
 from distil.tasks import get_task
 
@@ -125,26 +126,26 @@ def test_checks_judge_every_target():
 def test_main_writes_tables_and_exits_nonzero_only_on_an_error(tmp_path, monkeypatch):
     results = fabricated()
     monkeypatch.setattr(bench_cache, "sweep_teacher_runs", lambda workdir: results["sweep"])
-    assert bench_cache.main(["--only", "sweep", "--out", str(tmp_path)]) == 0
+    assert bench_command.cache(["--only", "sweep", "--out", str(tmp_path)]) == 0
     table = pd.read_csv(tmp_path / "bench-cache.csv")
     assert list(table.columns) == ["check", "target", "measured", "unit", "met", "detail"]
     assert list(table["met"]) == ["met"]
     assert "| check" in (tmp_path / "bench-cache.md").read_text()
 
     results["sweep"] = {**results["sweep"], "ran_by_metrics": 6, "ran_by_log": 6}  # a missed target: reported
-    assert bench_cache.main(["--only", "sweep", "--out", str(tmp_path)]) == 0
+    assert bench_command.cache(["--only", "sweep", "--out", str(tmp_path)]) == 0
     assert list(pd.read_csv(tmp_path / "bench-cache.csv")["met"]) == ["not met"]
 
     def broken(workdir):
         raise bench_cache.BenchError("the sweep failed")
 
     monkeypatch.setattr(bench_cache, "sweep_teacher_runs", broken)
-    assert bench_cache.main(["--only", "sweep", "--out", str(tmp_path)]) == 1
+    assert bench_command.cache(["--only", "sweep", "--out", str(tmp_path)]) == 1
 
 
 def test_help_explains_each_measurement(capsys):
     with pytest.raises(SystemExit) as exit_info:
-        bench_cache.parse_args(["--help"])
+        bench_command.cache_args(["--help"])
     assert exit_info.value.code == 0
     text = capsys.readouterr().out
     for name in bench_cache.MEASUREMENTS:

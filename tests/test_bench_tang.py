@@ -6,6 +6,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
+from distil.cli.paper import tang_table2
 from distil.errors import DistilError
 from distil.papers import tang_table2 as bench_tang
 
@@ -20,7 +21,7 @@ def bench_run(tmp_path_factory):
     (root / "data" / "sst2").mkdir(parents=True)
     (root / "data" / "sst2" / "train.tsv").write_text(
         "sentence\tlabel\n" + "".join(f"{s}\t{i % 2}\n" for i, s in enumerate(SENTENCES)))
-    bench_tang.main(["--quick", "--data-dir", str(root / "data"), "--sentences", "12", "--labeled", "6",
+    tang_table2(["--quick", "--data-dir", str(root / "data"), "--sentences", "12", "--labeled", "6",
                      "--passes", "1", "--threads", "1", "--out", str(root / "tables")])
     return root / "tables"
 

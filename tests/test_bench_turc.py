@@ -5,7 +5,8 @@ import pandas as pd
 import pytest
 
 from distil.bench.harness import count_params
-from distil.papers.turc_table1 import LAYERS, WIDTHS, bert, main
+from distil.cli.paper import turc_table1 as main
+from distil.papers.turc_table1 import LAYERS, WIDTHS, bert
 from distil.tables.load import load_preset
 from distil.tables.render import bench_samples
 
@@ -36,7 +37,7 @@ def test_the_benchmark_writes_both_table_presets_rows(tmp_path):
 def test_wu_table2_benchmark_writes_its_rows(tmp_path, monkeypatch):
     """distil-bench-wu on a few Quora-shaped pairs: the four rows, BiLSTM_SRA the unit of both
     ratios, and the parameters without the word embeddings (the students' are exact at any scale)."""
-    from distil.papers.wu_table2 import main as bench_wu
+    from distil.cli.paper import wu_table2 as bench_wu
 
     data = tmp_path / "data" / "quora-pairs"
     data.mkdir(parents=True)

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from distil.store.admin import ago, human_size, main, parse_duration, parse_size
+from distil.cli.cache import main
+from distil.store.admin import ago, human_size, parse_duration, parse_size
 
 DAY = 86400
 HINT = "(the next run that needs it rebuilds it; or: distil cache prune --damaged)"
@@ -325,7 +326,7 @@ def test_bad_input_is_one_line_exit_2(cache, capsys, args, message):
         code = exit_.code
     err = capsys.readouterr().err
     assert code == 2 and len(err.strip().splitlines()) == 1
-    assert err.startswith("distil-cache: error: ") and message in err and "Traceback" not in err
+    assert err.startswith("distil cache: error: ") and message in err and "Traceback" not in err
 
 
 @pytest.mark.parametrize("args", [["verify", "nope"], ["prune"], ["prune", "--max-size", "lots"]])

@@ -81,7 +81,7 @@ def test_multirun_and_report(tmp_path, capsys):
     log = sweep.stdout + sweep.stderr
     assert log.count("reusing cached teacher targets") == 2 and log.count("cached teacher targets in") == 1
 
-    from distil.tables.report import main as report  # the console script's main, in this process
+    from distil.cli.report import main as report  # the command's main, in this process
 
     report([str(sweeps[0])])
     table = pd.read_csv(sweeps[0] / "table.csv")
@@ -145,7 +145,7 @@ def test_empty_dataset_is_reported(tmp_path, monkeypatch, capsys):
 
 
 def test_report_without_metrics_fails_clearly(tmp_path, capsys):
-    from distil.tables.report import main
+    from distil.cli.report import main
 
     with pytest.raises(SystemExit) as exit_:
         main([str(tmp_path)])
@@ -155,7 +155,7 @@ def test_report_without_metrics_fails_clearly(tmp_path, capsys):
 def test_help_lists_groups(tmp_path, monkeypatch, capsys):
     code, out, _ = distil_in_process(["--help"], tmp_path, monkeypatch, capsys)
     assert code == 0
-    assert "schedule: basic, bilstm-soft, d0, d0-s, d1" in out and "distil-report" in out
+    assert "schedule: basic, bilstm-soft, d0, d0-s, d1" in out and "distil report" in out
     assert "experiment: mukherjee-dbpedia-cpu, smoke-pair, sst2-low" in out
     assert "distil cache list | verify | prune" in out
     assert "pretrain: cpu, paper" in out
@@ -215,7 +215,7 @@ def test_a_run_starts_from_u_0_1_and_trains_the_unk_row_unseen_tokens_read(tmp_p
     import torch
 
     from distil.run import pipeline
-    from distil.serve.predict import SavedStudent
+    from distil.serve.student import SavedStudent
     from distil.students import word_embeddings
     from distil.students.vocab import UNK
 
@@ -260,7 +260,7 @@ def test_a_full_vocabulary_gives_every_teacher_wordpiece_its_own_row(tmp_path, m
     """student.vocabulary=full (XtremeDistil §3-4: mBERT's whole vocabulary, SVD-reduced): one row per
     teacher wordpiece, so a test wordpiece the training data never holds reads its own row, not [UNK];
     the default trims to the training wordpieces and reads [UNK] there."""
-    from distil.serve.predict import SavedStudent
+    from distil.serve.student import SavedStudent
     from distil.students.vocab import UNK
 
     saved = {}
@@ -367,7 +367,7 @@ def test_vectors_file_of_the_wrong_dimension(tmp_path, monkeypatch, capsys):
     ("toy-ner", "transformer-tiny", "random", "boris met globex in oslo"),
 ])
 def test_saved_student_predicts(tmp_path, monkeypatch, capsys, dataset, student, init, text):
-    from distil.serve.predict import main as predict
+    from distil.cli.predict import main as predict
 
     args = ["debug=smoke", f"dataset={dataset}", f"student={student}", f"student.embedding_init={init}"]
     code, _, err = distil_in_process(args, tmp_path, monkeypatch, capsys)

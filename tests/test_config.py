@@ -3,8 +3,8 @@
 import pytest
 from hydra.errors import ConfigCompositionException
 
-from distil.cli.main import CONF_DIR
 from distil.config.overrides import check_overrides, group_options
+from distil.config.schema import CONF_DIR
 from tests.conftest import compose_config
 
 GROUPS = ["teacher", "student", "schedule", "dataset", "transfer_size", "trainer", "paths", "debug"]

@@ -75,7 +75,7 @@ def test_transfer_size(three_files, size, expected):
 
 
 def test_bbc_news_folders_load():
-    from distil.cli.main import CONF_DIR
+    from distil.config.schema import CONF_DIR
 
     cfg = OmegaConf.merge(OmegaConf.structured(DatasetConfig),
                           OmegaConf.load(CONF_DIR / "dataset" / "bbc-news.yaml"))
@@ -153,7 +153,7 @@ def write_mnli(directory, per_class=10, mismatched_per_class=3):
 
 
 def mnli_cfg(path, **overrides):
-    from distil.cli.main import CONF_DIR
+    from distil.config.schema import CONF_DIR
 
     raw = OmegaConf.load(CONF_DIR / "dataset" / "mnli.yaml")
     return OmegaConf.merge(OmegaConf.structured(DatasetConfig), raw, {"path": str(path), **overrides})

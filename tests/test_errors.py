@@ -264,7 +264,7 @@ def saved_student(tmp_path_factory):
 
 
 def predict_error(args, capsys) -> str:
-    from distil.serve.predict import main as predict
+    from distil.cli.predict import main as predict
 
     with pytest.raises(SystemExit) as exit_:
         predict([str(arg) for arg in args])
@@ -297,12 +297,12 @@ def test_predict_on_a_damaged_student_names_the_file_and_the_fix(saved_student, 
                                                                  message):
     student = damaged(saved_student, tmp_path, remove=remove, truncate=truncate)
     last = predict_error([student, "soup"], capsys)
-    assert last == f"distil-predict: error: {message.replace('<dir>', str(student))}"
+    assert last == f"distil predict: error: {message.replace('<dir>', str(student))}"
 
 
 def test_predict_on_a_directory_without_a_student(tmp_path, capsys):
     message = "<dir> holds no saved student (model.safetensors); pass a run directory written by `distil` or its student/ folder"
-    assert predict_error([tmp_path, "soup"], capsys) == f"distil-predict: error: {message.replace('<dir>', str(tmp_path))}"
+    assert predict_error([tmp_path, "soup"], capsys) == f"distil predict: error: {message.replace('<dir>', str(tmp_path))}"
 
 
 @pytest.mark.parametrize("content,message", [
@@ -319,20 +319,20 @@ def test_predict_refuses_empty_or_unreadable_input(tmp_path, capsys, content, me
     else:
         file.write_bytes(content)
         args = [tmp_path, "--file", file]
-    assert predict_error(args, capsys) == f"distil-predict: error: {message.replace('<file>', str(file))}"
+    assert predict_error(args, capsys) == f"distil predict: error: {message.replace('<file>', str(file))}"
 
 
-@pytest.mark.parametrize("module, prog, data_file", [
-    ("distil.papers.wu_table2", "distil-bench-wu", "quora-pairs/quora_dev_balanced10k.tsv"),
-    ("distil.papers.tang_table2", "distil-bench-tang", "sst2/train.tsv"),
+@pytest.mark.parametrize("command, prog, data_file", [
+    ("wu_table2", "distil paper wu-table2", "quora-pairs/quora_dev_balanced10k.tsv"),
+    ("tang_table2", "distil paper tang-table2", "sst2/train.tsv"),
 ])
-def test_a_benchmark_without_its_data_ends_in_one_stderr_line_and_writes_nothing(module, prog, data_file, tmp_path,
+def test_a_benchmark_without_its_data_ends_in_one_stderr_line_and_writes_nothing(command, prog, data_file, tmp_path,
                                                                                 capsys):
     """The benchmarks' errors went to stdout, where a pipe takes them for the table."""
-    import importlib
+    from distil.cli import paper
 
     with pytest.raises(SystemExit) as ended:
-        importlib.import_module(module).main(["--quick", "--data-dir", str(tmp_path), "--out", str(tmp_path / "t")])
+        getattr(paper, command)(["--quick", "--data-dir", str(tmp_path), "--out", str(tmp_path / "t")])
     out, err = capsys.readouterr()
     assert ended.value.code == 2
     assert out == ""

@@ -33,7 +33,7 @@ def f1_by_hand(predicted, gold, positive=1) -> float:
 
 
 def toy_pair_test() -> tuple[list[str], list[int]]:
-    from distil.cli.main import CONF_DIR
+    from distil.config.schema import CONF_DIR
 
     lines = (CONF_DIR.parent / "resources" / "toy-pair" / "test.tsv").read_text().splitlines()[1:]
     rows = [line.split("\t") for line in lines if line.strip()]
@@ -49,7 +49,7 @@ def test_pair_run_reports_accuracy_and_positive_f1_for_teacher_and_student(tmp_p
     texts, gold = toy_pair_test()
 
     # the student's test F1, recomputed from the saved student's own predictions
-    from distil.serve.predict import SavedStudent
+    from distil.serve.student import SavedStudent
 
     student = SavedStudent(run_dir / "student")
     predicted = [int(student.predict(text).split("\t")[0]) for text in texts]
@@ -108,7 +108,7 @@ def test_mnli_mismatched_is_reported_and_never_selects(tmp_path, monkeypatch, ca
     weights = [load_file(d / "student" / "model.safetensors") for d in (first_dir, second_dir)]
     assert all(torch.equal(weights[0][name], weights[1][name]) for name in weights[0])
     # ... while each mismatched score is the saved student's accuracy on that run's labels
-    from distil.serve.predict import SavedStudent
+    from distil.serve.student import SavedStudent
 
     for metrics, run_dir, rows in ((first, first_dir, lines[1:]), (second, second_dir, moved[1:])):
         student = SavedStudent(run_dir / "student")

@@ -8,9 +8,8 @@ import subprocess
 import pytest
 from omegaconf import OmegaConf
 
-from distil.cli.main import CONF_DIR
 from distil.config.overrides import check_overrides, replace_files_map, with_config_dir_env
-from distil.config.schema import DatasetConfig
+from distil.config.schema import CONF_DIR, DatasetConfig
 from distil.errors import DistilError
 from tests.conftest import compose_config, raw_splits_of
 from tests.test_cli import DISTIL, cache_files, distil_in_process

@@ -53,7 +53,7 @@ def test_losses_that_need_classes_are_refused(tmp_path, monkeypatch, capsys, sch
 
 
 def test_regression_runs_end_to_end_and_predicts_a_score(tmp_path, monkeypatch, capsys):
-    from distil.serve.predict import main as predict
+    from distil.cli.predict import main as predict
 
     code, _, err = distil_in_process(["debug=smoke", "dataset=toy-sts", "schedule=d1", "student=siamese"], tmp_path,
                                      monkeypatch, capsys)

@@ -6,7 +6,7 @@ import re
 import pandas as pd
 import pytest
 
-from distil.tables.report import main
+from distil.cli.report import main
 from tests.test_metrics import METRICS
 
 

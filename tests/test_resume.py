@@ -225,7 +225,7 @@ def test_killed_ten_times_in_every_phase_ends_with_identical_metrics(tmp_path):
 
 @pytest.mark.slow  # ~10 s: a benchmark command, run with make test-slow
 def test_checkpoint_benchmark_writes_its_table(tmp_path):
-    from distil.bench.checkpoint import main
+    from distil.cli.bench import checkpoint as main
 
     main(["--quick", "--epochs", "1", "--out", str(tmp_path)])
     table = pd.read_csv(tmp_path / "bench_checkpoint.csv")

@@ -5,8 +5,8 @@ import json
 import pytest
 from safetensors.torch import load_file
 
-from distil.cli.main import CONF_DIR
 from distil.config.overrides import group_options
+from distil.config.schema import CONF_DIR
 from tests.test_cli import distil_in_process
 
 SCHEDULES = group_options(CONF_DIR, "schedule")

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from distil.cli.main import CONF_DIR
 from distil.config.overrides import group_options
+from distil.config.schema import CONF_DIR
 from distil.data.ragged import Ragged
 from distil.errors import DistilError
 from distil.run.evaluate import student_logits

@@ -217,7 +217,7 @@ def test_a_word_level_linear_static_student_serves_as_it_was_trained(tmp_path, m
     directory = next((tmp_path / "outputs" / "runs").rglob("metrics.json")).parent / "student"
     config = json.loads((directory / "config.json").read_text())["student"]
     assert (config["tokens"], config["mlp_hidden_size"]) == ("words", 0)
-    from distil.serve.predict import SavedStudent
+    from distil.serve.student import SavedStudent
 
     saved = SavedStudent(directory)
     assert saved.folded is not None  # served from the folded table
@@ -234,7 +234,7 @@ def served_as_trained(directory):
     """The saved student serves batches as bags of wordpieces from the Rust tokenizer; its logits are
     those of the path it was trained and evaluated on (the transformers tokenizer, padded batches),
     truncation, accents, unseen wordpieces and pairs included."""
-    from distil.serve.predict import SavedStudent
+    from distil.serve.student import SavedStudent
     from distil.students import reads_words
     from distil.tasks.text import encode_user_texts
 

@@ -9,7 +9,7 @@ import re
 import pytest
 import yaml
 
-from distil.cli.main import CONF_DIR
+from distil.config.schema import CONF_DIR
 from distil.tables.preset import FORMATS, KINDS, ROWS_FROM, SCALES
 
 PRESETS = sorted((CONF_DIR / "table").glob("*.yaml"))

@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
+from distil.cli import table as table_command
+from distil.cli.table import main as table_main
 from distil.config.schema import without_defaults
 from distil.errors import DistilError
 from distil.tables import run
@@ -86,8 +88,8 @@ def test_a_cell_composes_as_hydra_does_in_one_step(overrides):
     the same config, to the last key, as Hydra composing every override at once."""
     from hydra import compose, initialize_config_dir
 
-    from distil.cli.main import CONF_DIR
     from distil.config.compose import compose_overrides
+    from distil.config.schema import CONF_DIR
 
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         whole = compose(config_name="config", overrides=overrides)
@@ -258,11 +260,11 @@ def test_an_interrupted_table_is_one_line_and_restores_the_handler(monkeypatch, 
     previous_sigint = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         with pytest.raises(SystemExit) as ended:
-            run.main(["xtremedistil-table4"])
+            table_main(["xtremedistil-table4"])
     finally:
         signal.signal(signal.SIGINT, previous_sigint)
     assert ended.value.code == code
-    assert capsys.readouterr().err.strip() == run.INTERRUPTED
+    assert capsys.readouterr().err.strip() == table_command.interrupted("distil table")
     assert signal.getsignal(signal.SIGTERM) is handler
 
 
@@ -293,16 +295,16 @@ def test_make_targets_name_the_presets():
         return subprocess.run(["make", "-n", "--no-print-directory", target], cwd=REPO, env=env,
                               capture_output=True, text=True, check=True).stdout
 
-    assert dry("table-xtremedistil-3") == "distil-table --scale cpu xtremedistil-table3\n"
-    assert dry("table-mukherjee-12") == "distil-table --scale cpu mukherjee-table12\n"
-    assert dry("tables") == "distil-table --all --scale cpu\n"
-    assert dry("frontier").startswith("distil-table --all --set frontier --scale cpu\n")
+    assert dry("table-xtremedistil-3") == "distil table --scale cpu xtremedistil-table3\n"
+    assert dry("table-mukherjee-12") == "distil table --scale cpu mukherjee-table12\n"
+    assert dry("tables") == "distil table --all --scale cpu\n"
+    assert dry("frontier") == "distil table --all --set frontier --scale cpu --frontier-targets\n"
 
 
 def table(args: list[str], capsys) -> tuple[int, str, str]:
-    """distil-table in-process (its cells still run as the real `distil` console script)."""
+    """`distil table` in-process (its cells still run as the real `distil` console script)."""
     try:
-        run.main(args)
+        table_main(args)
         code = 0
     except SystemExit as exit:
         code = exit.code
@@ -378,7 +380,7 @@ def test_only_runs_the_named_rows_columns_or_where_they_cross_and_writes_the_who
 
     code, _, err = table(["tiny", "--only", "5K"], capsys)
     assert code == 2
-    assert err.strip() == ("distil-table: error: --only '5K' is not a row or column of tiny (did you mean '5k'?); "
+    assert err.strip() == ("distil table: error: --only '5K' is not a row or column of tiny (did you mean '5k'?); "
                            "its rows: hard, D1; its columns: all, 5k")
 
 
@@ -476,7 +478,7 @@ def test_distil_table_end_to_end(tmp_path, monkeypatch, capsys):
     assert [line for line in out.splitlines() if line.startswith("cell ") and "running" not in line][:2] == [
         f"cell 1/3 other broken seed 1: {reason}", "cell 2/3 other hard seed 1: skipped (done)"]
     assert code == 2
-    assert err.splitlines()[-1] == ("distil-table: error: 1 cell(s) failed (status in their metrics.json; the tables "
+    assert err.splitlines()[-1] == ("distil table: error: 1 cell(s) failed (status in their metrics.json; the tables "
                                     f"mark them): other broken seed 1 ({tmp_path / 'outputs' / 'cells' / broken.key})")
 
     code, out, err = table(["other", "--dry-run"], capsys)
@@ -515,8 +517,8 @@ def test_a_bench_table_passes_its_scales_overrides_to_its_command(tmp_path, monk
     monkeypatch.setattr(run.subprocess, "run", measured)
     table(["wu-table5"], capsys)
     table(["wu-table5", "--scale", "paper"], capsys)
-    cpu, paper = ([part for part in command[1:] if part != "--out"][:-1] for command in commands)
-    assert [Path(command[0]).name for command in commands] == ["distil-untuned"] * 2
+    cpu, paper = ([part for part in command[3:] if part != "--out"][:-1] for command in commands)
+    assert [[Path(command[0]).name, *command[1:3]] for command in commands] == [["distil", "paper", "wu-table5"]] * 2
     assert cpu == load_preset("wu-table5").scales["cpu"].base and "student.embedding_init=svd" in cpu
     assert paper == ["hub_offline=false", "teacher=bert-base", "agnostic=paper", "transfer_size=all"]
     # what the task-agnostic student's key covers (teacher, agnostic stage, student) is Table 1's

@@ -142,8 +142,7 @@ def test_pretrained_vectors_file_loads_into_the_embedding(tokens, tmp_path):
 # words + a vectors file with the slow tests: the same path, another vocabulary
 @pytest.mark.parametrize("tokens,init", [pytest.param("words", "file", marks=pytest.mark.slow), ("wordpieces", "svd")])
 def test_tang_runs_end_to_end_on_words_or_wordpieces(tokens, init, tmp_path, monkeypatch, capsys):
-    from distil.serve.predict import main as predict
-
+    from distil.cli.predict import main as predict
     from tests.test_cli import distil_in_process
 
     vectors = write_vectors(tmp_path / "vectors.txt", {"chef": [0.1] * 32, "soup": [0.2] * 32})

@@ -5,8 +5,7 @@ import torch
 from omegaconf import OmegaConf
 from transformers import BertTokenizer
 
-from distil.cli.main import CONF_DIR
-from distil.config.schema import DatasetConfig, TransferSizeConfig
+from distil.config.schema import CONF_DIR, DatasetConfig, TransferSizeConfig
 from distil.data.conll import read_conll
 from distil.errors import DistilError
 from distil.tasks import get_task, make_task

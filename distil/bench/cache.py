@@ -1,4 +1,4 @@
-"""`distil-bench-cache`: the teacher cache's speed and memory claims (issue 11), measured in one run.
+"""`distil bench cache`: the teacher cache's speed and memory claims (issue 11), measured in one run.
 
 Four measurements, each judged against its target and written to outputs/tables/bench-cache.{md,csv}:
 
@@ -453,10 +453,10 @@ def big_transfer_memory(workdir: Path, *, corpus: Path, sentences: int, width: i
     results = {}
     for phase in ("cache", "train"):
         out = workdir / f"{phase}.json"
-        command = [sys.executable, "-m", "distil.bench.cache", "--phase", phase, "--workdir", str(workdir),
-                   "--corpus", str(corpus), "--big-sentences", str(sentences), "--big-width", str(width),
-                   "--big-layers", str(layers), "--teacher", teacher, "--threads", str(threads),
-                   "--big-train-batches", str(train_batches)]
+        command = [sys.executable, "-m", "distil.cli.main", "bench", "cache", "--phase", phase,
+                   "--workdir", str(workdir), "--corpus", str(corpus), "--big-sentences", str(sentences),
+                   "--big-width", str(width), "--big-layers", str(layers), "--teacher", teacher,
+                   "--threads", str(threads), "--big-train-batches", str(train_batches)]
         done = subprocess.run(command, env=offline_env(), capture_output=True, text=True)
         if done.returncode != 0 or not out.is_file():
             raise BenchError(f"measurement 3, {phase} phase failed (exit {done.returncode}): "
@@ -746,76 +746,25 @@ def run(args: argparse.Namespace) -> tuple[dict, list[str]]:
     return results, errors
 
 
-DESCRIPTION = __doc__.split("\n\n", 1)[1].rsplit("\n\nRatios", 1)[0]
-EPILOG = """\
-targets (issue 11): caching >= 3.5x fixed padding and >= 1.2x unsorted dynamic padding; training from
-shards <= 1.10x in memory; peak RSS < 2 GiB while caching and while training; a 6-cell sweep runs the
-teacher once. Full sizes take about 25 minutes on 2 cores; --quick runs small sizes in a few minutes.
-
-examples:
-  distil-bench-cache                          # everything, full sizes -> outputs/tables/bench-cache.{md,csv}
-  distil-bench-cache --only caching --only training --repeats 5
-  distil-bench-cache --quick                  # small sizes: checks that it runs, ratios not meaningful
-"""
-
 QUICK = {"sentences": 256, "repeats": 1, "labeled": 200, "transfer": 1000, "train_batches": 10,
          "big_sentences": 2000, "big_layers": 1}
 FULL = {"sentences": 4096, "repeats": 3, "labeled": 1000, "transfer": 20000, "train_batches": 200,
         "big_sentences": 100000, "big_layers": 1}
 
 
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog=PROG, description=DESCRIPTION, epilog=EPILOG,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    data_dir = os.environ.get("DISTIL_DATA_DIR", "../shared/data")
-    parser.add_argument("--only", action="append", choices=MEASUREMENTS,
-                        help="run this measurement only (repeatable; default: all four)")
-    parser.add_argument("--out", type=Path, default=Path("outputs/tables"),
-                        help="directory for bench-cache.md and bench-cache.csv (default: outputs/tables)")
-    parser.add_argument("--data-dir", type=Path, default=Path(data_dir),
-                        help=f"directory holding sst2/ and wikipedia-sentences/ (default: $DISTIL_DATA_DIR or "
-                             f"{data_dir}, as paths.data_dir)")
-    parser.add_argument("--teacher", default="minilm", help="teacher config for 1 and 2, tokenizer for 3 "
-                                                            "(default: minilm)")
-    parser.add_argument("--threads", type=int, default=2, help="torch intra-op threads (default 2)")
-    parser.add_argument("--quick", action="store_true", help="small sizes for a fast check (ratios not meaningful)")
-    sizes = parser.add_argument_group("sizes (defaults: full / --quick)")
-    sizes.add_argument("--sentences", type=int, help="1: SST-2 train sentences cached (4096 / 256)")
-    sizes.add_argument("--repeats", type=int, help="1, 2: interleaved repetitions, median reported (3 / 1)")
-    sizes.add_argument("--max-length", type=int, default=128, help="1: fixed padding width and truncation (128)")
-    sizes.add_argument("--shard-size", type=int, default=4096, help="1, 2: examples per cache shard (4096)")
-    sizes.add_argument("--labeled", type=int, help="2: SST-2 labeled examples, half per class (1000 / 200)")
-    sizes.add_argument("--transfer", type=int, help="2: SST-2 transfer examples (20000 / 1000)")
-    sizes.add_argument("--train-batches", type=int, help="2: batches trained per run (200 / 10)")
-    sizes.add_argument("--big-sentences", type=int, help="3: Wikipedia sentences (100000 / 2000)")
-    sizes.add_argument("--big-width", type=int, default=768, help="3: teacher hidden size (768)")
-    sizes.add_argument("--big-layers", type=int, help=f"3: teacher layers run, of the {BERT_BASE_LAYERS} held "
-                                                        "in memory (1 / 1)")
-    sizes.add_argument("--big-train-batches", type=int, default=0, help="3: batches trained (0: one epoch)")
-    sizes.add_argument("--corpus", type=Path, help=f"3: sentence file (default: <data-dir>/{WIKI})")
-    parser.add_argument("--phase", choices=("cache", "train"), help=argparse.SUPPRESS)
-    parser.add_argument("--workdir", type=Path, help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
-    for key, value in (QUICK if args.quick else FULL).items():
-        if getattr(args, key) is None:
-            setattr(args, key, value)
-    args.only = list(dict.fromkeys(args.only or MEASUREMENTS))
-    if args.corpus is None:
-        args.corpus = args.data_dir / WIKI
-    if min(args.sentences, args.repeats, args.labeled, args.transfer, args.train_batches, args.big_sentences,
-           args.big_width, args.big_layers, args.threads, args.max_length, args.shard_size) < 1:
-        parser.error("sizes, repeats and threads must be positive")
-    return args
+def phase(args: argparse.Namespace) -> int:
+    """Measurement 3's child process (`distil bench cache --phase cache|train`): one phase, its figures
+    in <workdir>/<phase>.json."""
+    result = memory_phase(args.phase, args.workdir, corpus=args.corpus, sentences=args.big_sentences,
+                          width=args.big_width, layers=args.big_layers, teacher=args.teacher,
+                          threads=args.threads, train_batches=args.big_train_batches)
+    (args.workdir / f"{args.phase}.json").write_text(json.dumps(result))
+    return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    if args.phase:  # measurement 3's child process
-        result = memory_phase(args.phase, args.workdir, corpus=args.corpus, sentences=args.big_sentences,
-                              width=args.big_width, layers=args.big_layers, teacher=args.teacher,
-                              threads=args.threads, train_batches=args.big_train_batches)
-        (args.workdir / f"{args.phase}.json").write_text(json.dumps(result))
-        return 0
+def bench(args: argparse.Namespace, prog: str = PROG) -> int:
+    """`distil bench cache` (distil/cli/bench.py parses the arguments): every chosen measurement, the
+    checks printed and written; 1 if a measurement failed."""
     from rich.console import Console
 
     from distil.bench.harness import rich_table
@@ -832,13 +781,5 @@ def main(argv: list[str] | None = None) -> int:
     md, csv_path = write_outputs(checks, lines, args)
     console.print(f"wrote {md} and {csv_path}")
     for error in errors:
-        print(f"{PROG}: error: {error}", file=sys.stderr)
+        print(f"{prog}: error: {error}", file=sys.stderr)
     return 1 if errors else 0
-
-
-def cli() -> None:
-    sys.exit(main())
-
-
-if __name__ == "__main__":
-    cli()

@@ -1,4 +1,4 @@
-"""`python -m distil.bench.checkpoint` (part of `make bench`): what checkpointing costs a stage.
+"""`distil bench checkpoint` (part of `make bench`): what checkpointing costs a stage.
 
 The default BiLSTM student (300-d embeddings over a 10.5k-wordpiece vocabulary, 300 units per
 direction: 4.6M parameters) trains one stage step in one process, three times from the same
@@ -12,7 +12,6 @@ Synthetic token ids and labels: only time is measured.
 
 from __future__ import annotations
 
-import argparse
 import tempfile
 import time
 from pathlib import Path
@@ -107,23 +106,15 @@ def run(epochs: int, sizes: dict[str, int]) -> pd.DataFrame:
     return table
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m distil.bench.checkpoint", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--epochs", type=int, default=3)
-    parser.add_argument("--out", type=Path, default=Path("outputs/tables"))
-    parser.add_argument("--quick", action="store_true", help="tiny stages, for a test")
-    args = parser.parse_args(argv)
-    sizes = {stage: 64 for stage in SIZES} if args.quick else SIZES
-    table = run(args.epochs, sizes)
+def bench(epochs: int, quick: bool, out: Path) -> None:
+    """`distil bench checkpoint` (distil/cli/bench.py parses the arguments): measure, print, write."""
+    sizes = {stage: 64 for stage in SIZES} if quick else SIZES
+    table = run(epochs, sizes)
     params = count_params(student())
     text = "\n\n".join([
         "# Checkpoint cost", f"BiLSTM student, {params:,} parameters; batch {BATCH} x {SEQ_LEN} tokens; "
         f"{torch.get_num_threads()} threads; a checkpoint holds the model, Adam's state and the best weights",
         markdown(table)])
-    write_atomic(args.out / "bench_checkpoint.md", text + "\n")
-    write_atomic(args.out / "bench_checkpoint.csv", table.to_csv(index=False, float_format="%.4f"))
+    write_atomic(out / "bench_checkpoint.md", text + "\n")
+    write_atomic(out / "bench_checkpoint.csv", table.to_csv(index=False, float_format="%.4f"))
     print(text)
-
-
-if __name__ == "__main__":
-    main()

@@ -44,7 +44,6 @@ from torch import nn
 from transformers import BertConfig, BertForSequenceClassification
 
 from distil.common.atomic import write_atomic
-from distil.common.console import console_command
 from distil.common.markdown import to_markdown
 from distil.common.progress import progress_bar
 from distil.data.batching import pad
@@ -488,24 +487,21 @@ def run(args: argparse.Namespace) -> tuple[pd.DataFrame, pd.DataFrame]:
     return table, targets_table(table, overhead)
 
 
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        prog="distil-bench",
-        description="Measure teacher/student size and speed ratios in one run (random weights, model time only).",
-    )
-    parser.add_argument("--quick", action="store_true",
-                        help="tiny teachers and few batches (default 64 examples x 32 tokens), for tests")
-    parser.add_argument("--out", type=Path, default=Path("outputs/tables"),
-                        help="directory for bench.md and bench.csv (default: outputs/tables)")
-    parser.add_argument("--examples", type=int, default=None,
-                        help="random examples timed (default 256; 64 with --quick)")
-    parser.add_argument("--seq-len", type=int, default=None,
-                        help="tokens per example (default 128; 32 with --quick)")
-    parser.add_argument("--threads", type=int, default=2, help="torch intra-op threads (default 2)")
-    parser.add_argument("--passes", type=int, default=None,
-                        help=f"interleaved passes; each ratio is the median over them (default {PASSES}; 2 with "
-                             "--quick; capped at the number of batches)")
-    args = parser.parse_args(argv)
+def add_bench_arguments(parser: argparse.ArgumentParser, *, out: str, quick: str, passes: int | None = None,
+                        passes_help: str | None = None, with_passes: bool = True, with_threads: bool = True) -> None:
+    """--passes, --threads, --quick and --out, as every bench and paper command takes them; each command
+    keeps its own defaults (`passes`, None where --quick decides) and says what its files are (`out`)."""
+    if with_passes:
+        parser.add_argument("--passes", type=int, default=passes,
+                            help=passes_help or f"interleaved passes (default {passes})")
+    if with_threads:
+        parser.add_argument("--threads", type=int, default=2, help="torch intra-op threads (default 2)")
+    parser.add_argument("--quick", action="store_true", help=quick)
+    parser.add_argument("--out", type=Path, default=Path("outputs/tables"), help=out)
+
+
+def settle_args(args: argparse.Namespace) -> str | None:
+    """Fill in what --quick decides; the problem with the values, or None."""
     # Explicit values win; otherwise --quick picks a few small batches.
     if args.examples is None:
         args.examples = 64 if args.quick else 256
@@ -514,15 +510,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     if args.passes is None:
         args.passes = 2 if args.quick else PASSES
     if args.examples < 1 or args.seq_len < 1 or args.threads < 1 or args.passes < 1:
-        parser.error("--examples, --seq-len, --threads and --passes must be positive")
-    return args
+        return "--examples, --seq-len, --threads and --passes must be positive"
+    return None
 
 
-def main(argv: list[str] | None = None) -> None:
-    args = parse_args(argv)
+def bench(args: argparse.Namespace) -> tuple[Path, Path]:
+    """The whole benchmark: measure, print the tables and notes, write bench.{md,csv}."""
     transformers.logging.set_verbosity_error()  # building random-weight models is expected, not news
-    with console_command("distil-bench", log_lines=True):
-        table, targets = run(args)
+    table, targets = run(args)
     console = Console()
     if not console.is_terminal:
         console.width = max(console.width, 150)  # logs and pipes: keep one row per line instead of folding cells
@@ -532,7 +527,4 @@ def main(argv: list[str] | None = None) -> None:
         console.print(f"- {note}")
     md, csv = write_outputs(table, targets, args)
     console.print(f"wrote {md} and {csv}")
-
-
-if __name__ == "__main__":
-    main()
+    return md, csv

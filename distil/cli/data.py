@@ -9,14 +9,19 @@ import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
+from distil.cli.parsing import Parser
 from distil.common.console import console_command
 from distil.config.overrides import CONFIG_DIR_ENV, config_dirs, group_options, with_config_dir_env
 from distil.config.schema import CONF_DIR
 from distil.data.summary import label_distribution, overview, per_language
 from distil.run.data import load_splits
 
-USAGE = ("usage: distil-data <dataset> [key=value ...]   (datasets: {}; your own: "
-         "hydra.searchpath=[file://DIR] or DISTIL_CONFIG_DIR=DIR)")
+EXAMPLES = """\
+examples:
+  distil data sst2                                # the splits of `distil dataset=sst2`
+  distil data wikiann transfer_size=10x seed=2    # any override a run takes
+  distil data mine "hydra.searchpath=[file://$PWD/myconf]"
+"""
 
 
 def show(frame: pd.DataFrame, title: str, index: bool = False) -> None:
@@ -29,21 +34,37 @@ def show(frame: pd.DataFrame, title: str, index: bool = False) -> None:
     Console().print(table)
 
 
-def main(argv: list[str] | None = None) -> None:
+def build_parser(prog: str) -> Parser:
+    dirs, _ = config_dirs(with_config_dir_env([], os.environ.get(CONFIG_DIR_ENV)), CONF_DIR)
+    parser = Parser(prog, "distil data", f"The splits a run would see (sizes, label distribution, languages), laid "
+                                         f"out as the papers' tables show them.\n\ndatasets: "
+                                         f"{', '.join(group_options(dirs, 'dataset'))}; your own: "
+                                         f"hydra.searchpath=[file://DIR] or DISTIL_CONFIG_DIR=DIR", EXAMPLES)
+    parser.add_argument("dataset", help="a dataset (also dataset=NAME, as `distil` takes it)")
+    parser.add_argument("overrides", nargs="*", metavar="key=value", help="overrides, as a run takes them")
+    return parser
+
+
+def main(argv: list[str] | None = None, prog: str = "distil data") -> int:
     args = sys.argv[1:] if argv is None else argv
     if not args or args[0].startswith("-"):
-        dirs, _ = config_dirs(with_config_dir_env([], os.environ.get(CONFIG_DIR_ENV)), CONF_DIR)
-        print(USAGE.format(", ".join(group_options(dirs, "dataset"))), file=sys.stderr)
-        sys.exit(0 if args and args[0] in ("-h", "--help") else 2)
-    dataset = args[0].removeprefix("dataset=")  # `distil-data sst2` and, as `distil` takes it, `dataset=sst2`
-    with console_command("distil-data"):
+        parser = build_parser(prog)
+        if args and args[0] in ("-h", "--help"):
+            parser.print_help()
+            return 0
+        parser.error("name a dataset: " + parser.description.rsplit("datasets: ", 1)[1])
+    dataset = args[0].removeprefix("dataset=")  # `distil data sst2` and, as `distil` takes it, `dataset=sst2`
+    with console_command(prog):
         cfg, data = load_splits([f"dataset={dataset}", *args[1:]])
     show(overview(data, cfg.dataset.name),
          f"{cfg.dataset.name}: splits of a run with seed={cfg.seed}, transfer_size={cfg.transfer_size.name}")
     show(label_distribution(data), data.task.label_summary_heading, index=True)
     if data.multilingual:
         show(per_language(data), "examples per language")
+    return 0
 
 
-if __name__ == "__main__":
-    main()
+def alias() -> None:
+    """`distil-data`, kept for one release."""
+    sys.exit(main(prog="distil-data"))
+

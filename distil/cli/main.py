@@ -1,176 +1,54 @@
-"""`distil` console script: a thin Hydra entry point around pipeline.run."""
+"""`distil`: one command. `distil [run] key=value ...` is the Hydra app (distil/cli/run.py), the default;
+`distil SUB ...` runs a subcommand, one file per subcommand in distil/cli/."""
 
 from __future__ import annotations
 
-import logging
-import os
+import importlib
 import sys
-import traceback
-from pathlib import Path
 
-import hydra
-from hydra.core.hydra_config import HydraConfig
-from hydra.errors import HydraException
-from hydra.types import RunMode
-from omegaconf import DictConfig
-from omegaconf.errors import OmegaConfBaseException
-
-from distil.common.atomic import write_json_atomic
-from distil.common.interrupt import Terminated, exit_on_interrupt
-from distil.config.compose import hydra_message
-from distil.config.run_dir import register_run_dir_resolver
-from distil.config.schema import CONF_DIR, register_configs
-from distil.errors import DistilError
-from distil.run.sweep import INTERRUPTED_STATUS
-
-register_configs()
-register_run_dir_resolver()
-
-# Cells of a sweep that failed: the sweep goes on, and `main` exits non-zero at the end.
-_failed_runs: list[str] = []
-UNEXPECTED_EXIT = 1  # a bug (bad input exits 2): the traceback is in the run's log
-INTERRUPTED = ("distil: interrupted; rerun the same command to continue (finished teachers and cached targets "
-               "are reused)")
+# subcommand -> (module in distil/cli, its function, one line for `distil --help`)
+SUBCOMMANDS = {
+    "report": ("report", "main", "table.md and table.csv from the metrics.json files of a run or sweep"),
+    "data": ("data", "main", "the splits a run would see, laid out as the papers' tables show them"),
+    "cache": ("cache", "main", "list, verify and prune the artifact cache (teachers, cached targets)"),
+    "predict": ("predict", "main", "label texts with a saved student"),
+    "pretrain": ("pretrain", "main", "build a student's task-independent start (masked LM or SRA)"),
+    "table": ("table", "main", "run the missing cells of paper tables and write them (and --frontier-targets)"),
+    "bench": ("bench", "main", "students | cache | checkpoint | all: size, speed and cost on this machine"),
+    "paper": ("paper", "main", "tang-table2 | turc-table1 | wu-table2 | wu-table5 | all: a paper's measurements"),
+}
 
 
-@hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")
-def _run(cfg: DictConfig) -> float | None:
-    from distil.config.overrides import replace_files_map
-    from distil.run import pipeline  # heavy imports (torch, transformers) only when running
-    from distil.run.display import print_run
-    from distil.run.sweep import dev_score, skip_finished_cell
-
-    hydra_cfg = HydraConfig.get()
-    run_dir = Path(hydra_cfg.runtime.output_dir)
-    overrides = list(hydra_cfg.overrides.task)
-    replace_files_map(cfg, overrides)
-    if (finished := skip_finished_cell(run_dir, overrides)) is not None:  # a re-run sweep's done cell
-        return dev_score(finished)
-    choices = {group: hydra_cfg.runtime.choices.get(group)
-               for group in ("teacher", "student", "schedule", "dataset", "transfer_size", "augment")}
-    # The user's name, not the borrowed option (`dataset=mrpc dataset.name=rte` is rte).
-    choices["dataset"] = cfg.dataset.name
-    choices["seed"] = cfg.seed
-
-    def fail(reason: str, line: str, code: int) -> None:
-        """metrics.json says why; a single run exits, a sweep records the cell and goes on."""
-        write_json_atomic(run_dir / "metrics.json",
-                                   {"status": f"failed: {reason}", "choices": choices, "overrides": overrides})
-        print(line, file=sys.stderr)
-        if hydra_cfg.mode != RunMode.MULTIRUN:
-            sys.exit(code)
-        _failed_runs.append(str(run_dir))
-
-    try:
-        metrics = pipeline.run(cfg, run_dir, choices, overrides)
-    except DistilError as error:
-        return fail(str(error), f"distil: error: {error}", 2)
-    except (KeyboardInterrupt, Terminated):
-        write_json_atomic(run_dir / "metrics.json", {"status": INTERRUPTED_STATUS, "choices": choices,
-                                                              "overrides": overrides})
-        raise  # stops a sweep too: main prints the one line
-    except Exception as error:  # a bug, not bad input: one line here, the traceback in the run's log
-        reason = f"unexpected {type(error).__name__}: {error}"
-        return fail(reason, f"distil: error: {reason} (traceback in {log_traceback(run_dir)}); please report it",
-                    UNEXPECTED_EXIT)
-    try:
-        print_run(metrics)
-        print(f"metrics: {run_dir / 'metrics.json'}")
-    except BrokenPipeError:  # stdout piped to `head`: the run is done and its metrics.json written
-        silence_stdout()
-    return metrics["student"]["dev"][metrics["metric"]]  # sweepers optimise dev, never test
-
-
-def log_traceback(run_dir: Path) -> Path:
-    """The exception being handled, with its traceback, in the run's log file only (Hydra's job log,
-    run_dir/distil.log): the terminal gets one line that points there."""
-    record = logging.makeLogRecord({"name": __name__, "levelno": logging.ERROR, "levelname": "ERROR",
-                                    "msg": "unexpected error", "exc_info": sys.exc_info()})
-    files = [h for h in logging.getLogger().handlers if isinstance(h, logging.FileHandler)]
-    for handler in files:
-        handler.handle(record)
-    if files:
-        return Path(files[0].baseFilename)
-    path = run_dir / "distil.log"  # no job logging configured (hydra/job_logging=none)
-    with path.open("a") as log:
-        traceback.print_exc(file=log)
-    return path
-
-
-def silence_stdout() -> None:
-    """The reader of our stdout went away: send the rest of the output, and the flush at exit, nowhere."""
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, sys.stdout.fileno())
-
-
-def predict_arguments(args: list[str]) -> list[str]:
-    """`distil predict run_dir=R text="..." file=F` in distil-predict's argument form."""
-    translated = []
-    for arg in args:
-        key, _, value = arg.partition("=")
-        if key == "run_dir":
-            translated.insert(0, value)
-        elif key == "file":
-            translated += ["--file", value]
-        else:  # text=... or a bare text
-            translated.append(value if key == "text" else arg)
-    return translated
+def overview() -> str:
+    lines = ["usage: distil [run] [key=value ...]      one run, or a sweep with -m (the Hydra app, below)",
+             "       distil SUB [args ...]             SUB is one of:", ""]
+    lines += [f"  {name:<10}{what}" for name, (_, _, what) in SUBCOMMANDS.items()]
+    lines += ["", "distil SUB --help explains each, with examples.", "", ""]
+    return "\n".join(lines)
 
 
 def main() -> None:
-    """`distil`: every ending is one line on the terminal, never a traceback."""
-    full_error = "HYDRA_FULL_ERROR" in os.environ  # the user asked for Hydra's own report
-    os.environ["HYDRA_FULL_ERROR"] = "1"  # Hydra re-raises its errors, and they are written as one line here
-    raise_exceptions, logging.raiseExceptions = logging.raiseExceptions, False  # a log line to a closed pipe is dropped
-    try:
-        with exit_on_interrupt(INTERRUPTED):
-            _main()
-    except (HydraException, OmegaConfBaseException) as error:  # a value Hydra cannot compose or merge
-        if full_error:
-            raise
-        print(f"distil: error: {hydra_message(error)}; fix that override (distil --cfg job shows the composed "
-              f"config)", file=sys.stderr)
-        sys.exit(2)
-    except BrokenPipeError:  # `distil --help | head`
-        silence_stdout()
-        sys.exit(141)
-    finally:
-        logging.raiseExceptions = raise_exceptions
-        if not full_error:
-            os.environ.pop("HYDRA_FULL_ERROR", None)
+    """Dispatch on the first word of sys.argv; anything else (an override, -m, --help, a typo) is the
+    Hydra app's, which reports a word it cannot take as one line."""
+    args = sys.argv[1:]
+    if args[:1] == ["run"]:
+        args = args[1:]
+    elif args[:1] and args[0] in SUBCOMMANDS:
+        module, function, _ = SUBCOMMANDS[args[0]]
+        command = getattr(importlib.import_module(f"distil.cli.{module}"), function)
+        sys.exit(command(args[1:], prog=f"distil {args[0]}"))
+    elif args[:1] in (["-h"], ["--help"]):
+        try:
+            print(overview(), end="", flush=True)
+        except BrokenPipeError:  # `distil --help | head`
+            from distil.cli.run import silence_stdout
 
+            silence_stdout()
+            sys.exit(141)
+    sys.argv[1:] = args
+    from distil.cli.run import main as run  # Hydra and the configuration schema: only for a run
 
-def _main() -> None:
-    from distil.config.overrides import CONFIG_DIR_ENV, check_overrides, with_config_dir_env
-
-    if sys.argv[1:2] == ["cache"]:
-        from distil.store.admin import main as cache
-
-        sys.exit(cache(sys.argv[2:], prog="distil cache"))
-
-    if sys.argv[1:2] == ["pretrain"]:
-        from distil.cli.pretrain import main as pretrain
-
-        sys.exit(pretrain(sys.argv[2:]))
-
-    if sys.argv[1:2] == ["predict"]:
-        from distil.serve.predict import main as predict
-
-        predict(predict_arguments(sys.argv[2:]))
-        return
-
-    _failed_runs.clear()  # one invocation's sweep failures only
-    args = with_config_dir_env(sys.argv[1:], os.environ.get(CONFIG_DIR_ENV))
-    problem = check_overrides(args, CONF_DIR)
-    if problem:
-        print(f"distil: error: {problem}", file=sys.stderr)
-        sys.exit(2)
-    sys.argv[1:] = args  # Hydra reads sys.argv: DISTIL_CONFIG_DIR is now a hydra.searchpath entry
-    _run()
-    if _failed_runs:
-        print(f"distil: error: {len(_failed_runs)} sweep cell(s) failed (status in their metrics.json): "
-              f"{', '.join(_failed_runs)}", file=sys.stderr)
-        sys.exit(2)
+    run()
 
 
 if __name__ == "__main__":

@@ -11,8 +11,11 @@ reads the task's transfer set: give dataset=... then.
 
 from __future__ import annotations
 
+import sys
+
 from rich.console import Console
 
+from distil.cli.parsing import Parser
 from distil.common.console import console_command
 from distil.errors import DistilError
 
@@ -46,11 +49,17 @@ def build(overrides: list[str]):
             f"masked-LM pre-trained L{cfg.student.num_layers}/H{cfg.student.hidden_size} (Turc et al.)")
 
 
-def main(args: list[str]) -> int:
+def main(argv: list[str] | None = None, prog: str = "distil pretrain") -> int:
+    args = sys.argv[1:] if argv is None else argv
     if args[:1] in (["-h"], ["--help"]):
-        print(__doc__)
+        first, rest = __doc__.split("\n\n", 1)
+        what = first.split(": ", 1)[1]
+        parser = Parser(prog, "distil pretrain", what[0].upper() + what[1:] + "\n\n" + rest.split("\n\n", 1)[1],
+                        "examples:\n" + rest.split("\n\n", 1)[0], usage=f"{prog} [key=value ...]")
+        parser.add_argument("overrides", nargs="*", metavar="key=value", help="overrides, as a run takes them")
+        parser.print_help()
         return 0
-    with console_command("distil pretrain", log_lines=True):  # each epoch's losses, a resumed build, the heartbeat
+    with console_command(prog, log_lines=True):  # each epoch's losses, a resumed build, the heartbeat
         artifact, what = build(args)
     losses = {k: v for k, v in artifact.info.items() if k in ("final_mlm_loss", "final_loss", "validation_loss")}
     state = "reused" if artifact.reused else "built"

@@ -2,7 +2,7 @@
 the cost of augment=tang against the teacher that labels what it generates. Both on real SST-2
 training sentences, both as ratios measured in one run.
 
-    distil-bench-tang [--data-dir ../shared/data] [--sentences 1024] [--labeled 500] [--threads 2]
+    distil paper tang-table2 [--data-dir ../shared/data] [--sentences 1024] [--labeled 500] [--threads 2]
 
 Table 2 (`tang-table2`): "inference with a batch size of 512 on all 67350 sentences of the SST-2
 training set" on a V100. Here BERT Large (random weights: the architecture sets the cost) and
@@ -19,7 +19,6 @@ augmentation add at most 10% to the teacher's time.
 from __future__ import annotations
 
 import argparse
-import os
 import time
 from pathlib import Path
 
@@ -41,7 +40,6 @@ from distil.bench.harness import (
     torch_threads,
 )
 from distil.common.atomic import write_atomic
-from distil.common.console import console_command
 from distil.common.markdown import to_markdown
 from distil.common.progress import progress_bar
 from distil.data.batching import pad
@@ -161,35 +159,18 @@ def markdown(frame: pd.DataFrame) -> str:
     return to_markdown(frame, index=False, floatfmt=".3f")
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="distil-bench-tang", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data-dir", type=Path, default=Path(os.environ.get("DISTIL_DATA_DIR", "../shared/data")),
-                        help="the folder holding sst2/ (default: $DISTIL_DATA_DIR, else ../shared/data, as "
-                             "paths.data_dir)")
-    parser.add_argument("--sentences", type=int, default=1024,
-                        help="SST-2 training sentences timed for Table 2 (default 1024: 2 batches of 512)")
-    parser.add_argument("--labeled", type=int, default=500,
-                        help="sentences augmented for the augmentation cost (default 500)")
-    parser.add_argument("--passes", type=int, default=2, help="interleaved passes for Table 2 (default 2)")
-    parser.add_argument("--threads", type=int, default=2, help="torch intra-op threads (default 2)")
-    parser.add_argument("--quick", action="store_true",
-                        help="a 2-layer BERT in place of BERT Large (same name and vocabulary), for tests")
-    parser.add_argument("--out", type=Path, default=Path("outputs/tables"),
-                        help="directory for bench_tang.{md,csv} and bench_augment.{md,csv}")
-    args = parser.parse_args(argv)
-    if min(args.sentences, args.labeled, args.passes, args.threads) < 1:
-        parser.error("--sentences, --labeled, --passes and --threads must be positive")
+def bench(args: argparse.Namespace) -> None:
+    """`distil paper tang-table2` (distil/cli/paper.py parses the arguments): measure, print, write."""
     transformers.logging.set_verbosity_error()
     console = Console()
-    with console_command("distil-bench-tang", log_lines=True):
-        sentences = read_sentences(args.data_dir, max(args.sentences, args.labeled))
-        with torch_threads(args.threads), progress_bar() as progress:
-            task = progress.add_task("Tang benchmark", total=2, status="Table 2: BERT Large vs the student")
-            tok, teacher = minilm()  # its tokenizer for Table 2 (BERT's vocabulary); it labels the copies
-            sizes = table2(sentences[: args.sentences], tok, args.passes, args.quick)
-            progress.update(task, advance=1, status="augmentation vs teacher labelling")
-            cost = augment_cost(sentences[: args.labeled], tok, teacher)
-            progress.advance(task)
+    sentences = read_sentences(args.data_dir, max(args.sentences, args.labeled))
+    with torch_threads(args.threads), progress_bar() as progress:
+        task = progress.add_task("Tang benchmark", total=2, status="Table 2: BERT Large vs the student")
+        tok, teacher = minilm()  # its tokenizer for Table 2 (BERT's vocabulary); it labels the copies
+        sizes = table2(sentences[: args.sentences], tok, args.passes, args.quick)
+        progress.update(task, advance=1, status="augmentation vs teacher labelling")
+        cost = augment_cost(sentences[: args.labeled], tok, teacher)
+        progress.advance(task)
     args.out.mkdir(parents=True, exist_ok=True)
     header = f"{args.threads} threads; SST-2 training sentences from {args.data_dir}\n\n"
     for name, frame, title in (("bench_tang", sizes, "Tang Table 2 on this machine"),
@@ -199,8 +180,3 @@ def main(argv: list[str] | None = None) -> None:
         write_atomic(args.out / f"{name}.md", f"# {title}\n\n{header}{markdown(frame)}\n\n{notes}")
         console.print(f"{title}\n{markdown(frame)}\n")
     console.print(f"wrote {args.out}/bench_tang.{{md,csv}} and bench_augment.{{md,csv}}")
-
-
-if __name__ == "__main__":
-    main()
-

@@ -2,7 +2,7 @@
 over BERT Large (and BERT Base), one example of 512 wordpieces at a time, as the paper measures
 (on a Cloud TPU there; on this CPU here).
 
-    distil-bench-turc [--passes 3] [--threads 2] [--length 512]
+    distil paper turc-table1 [--passes 3] [--threads 2] [--length 512]
 
 Every model is BERT with random weights (the architecture sets the cost): L layers of width H, H/64
 heads, a 4H feed-forward layer, BERT's 30,522 uncased wordpieces, its pooler and its pre-training
@@ -17,7 +17,6 @@ column per width H for the parameters (millions) and for each speed-up.
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 import pandas as pd
 import torch
@@ -27,7 +26,6 @@ from transformers import BertConfig, BertForPreTraining
 
 from distil.bench.harness import count_params, interleaved_seconds, pass_ratios, spread
 from distil.common.atomic import write_atomic
-from distil.common.console import console_command
 from distil.common.markdown import to_markdown
 from distil.common.progress import progress_bar
 from distil.serve.speed import torch_threads
@@ -75,19 +73,10 @@ def table1(passes: int, length: int, quick: bool = False) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="distil-bench-turc", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--passes", type=int, default=3, help="interleaved passes (default 3)")
-    parser.add_argument("--length", type=int, default=512, help="wordpieces per example (default 512, the paper's)")
-    parser.add_argument("--threads", type=int, default=2, help="torch intra-op threads (default 2)")
-    parser.add_argument("--quick", action="store_true", help="16-wide stand-ins (same names and depths), for tests")
-    parser.add_argument("--out", type=Path, default=Path("outputs/tables"), help="directory for bench_turc.{md,csv}")
-    args = parser.parse_args(argv)
-    if min(args.passes, args.length, args.threads) < 1:
-        parser.error("--passes, --length and --threads must be positive")
+def bench(args: argparse.Namespace) -> None:
+    """`distil paper turc-table1` (distil/cli/paper.py parses the arguments): measure, print, write."""
     transformers.logging.set_verbosity_error()
-    with (console_command("distil-bench-turc", log_lines=True), torch_threads(args.threads),
-          progress_bar() as progress):
+    with torch_threads(args.threads), progress_bar() as progress:
         progress.add_task("Turc Table 1: 24 compact BERTs against BERT Base and Large", total=None, status="")
         frame = table1(args.passes, args.length, args.quick)
     args.out.mkdir(parents=True, exist_ok=True)
@@ -97,7 +86,3 @@ def main(argv: list[str] | None = None) -> None:
     write_atomic(args.out / "bench_turc.csv", frame.to_csv(index=False))
     write_atomic(args.out / "bench_turc.md", header + text + "\n")
     Console().print(f"{text}\nwrote {args.out}/bench_turc.{{md,csv}}")
-
-
-if __name__ == "__main__":
-    main()

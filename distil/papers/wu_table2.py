@@ -1,7 +1,7 @@
 """Wu et al. (2019) Table 2 on this machine: parameters without the embeddings and the inference
 time of BERT Large, BERT Base, BiLSTM_KD and BiLSTM_SRA on Quora question pairs at batch 1024.
 
-    distil-bench-wu [--data-dir ../shared/data] [--pairs 128] [--batch 64] [--passes 2] [--threads 2]
+    distil paper wu-table2 [--data-dir ../shared/data] [--pairs 128] [--batch 64] [--passes 2] [--threads 2]
 
 The paper times 100k QQP pairs on a P40 GPU at batch 1024. Here the first --pairs Quora pairs
 (../shared/data/quora-pairs, the offline stand-in) run in batches of --batch (64: one batch of 1024
@@ -16,7 +16,6 @@ Writes outputs/tables/bench_wu.{md,csv}.
 from __future__ import annotations
 
 import argparse
-import os
 from pathlib import Path
 
 import pandas as pd
@@ -27,7 +26,6 @@ from transformers import BertConfig, BertForSequenceClassification
 
 from distil.bench.harness import count_params, interleaved_seconds, pass_ratios, spread
 from distil.common.atomic import write_atomic
-from distil.common.console import console_command
 from distil.common.markdown import to_markdown
 from distil.common.progress import progress_bar
 from distil.errors import DistilError
@@ -104,36 +102,19 @@ def table2(firsts: list[str], seconds: list[str], tok, passes: int, batch: int, 
     return pd.DataFrame(rows)
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="distil-bench-wu", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data-dir", type=Path, default=Path(os.environ.get("DISTIL_DATA_DIR", "../shared/data")),
-                        help="the folder holding quora-pairs/ (default: $DISTIL_DATA_DIR, else ../shared/data)")
-    parser.add_argument("--pairs", type=int, default=128, help="Quora pairs timed per pass (default 128)")
-    parser.add_argument("--batch", type=int, default=64,
-                        help=f"batch size (default 64; the paper's {PAPER_BATCH} costs BERT Large minutes a batch)")
-    parser.add_argument("--passes", type=int, default=2, help="interleaved passes (default 2)")
-    parser.add_argument("--threads", type=int, default=2, help="torch intra-op threads (default 2)")
-    parser.add_argument("--quick", action="store_true", help="2-layer, 32-wide BERTs (same names), for tests")
-    parser.add_argument("--out", type=Path, default=Path("outputs/tables"), help="directory for bench_wu.{md,csv}")
-    args = parser.parse_args(argv)
-    if min(args.pairs, args.batch, args.passes, args.threads) < 1:
-        parser.error("--pairs, --batch, --passes and --threads must be positive")
+def bench(args: argparse.Namespace) -> None:
+    """`distil paper wu-table2` (distil/cli/paper.py parses the arguments): measure, print, write."""
     transformers.logging.set_verbosity_error()
     console = Console()
-    with console_command("distil-bench-wu", log_lines=True):
-        firsts, seconds = read_pairs(args.data_dir, args.pairs * args.passes)
-        with torch_threads(args.threads), progress_bar() as progress:
-            progress.add_task("Wu Table 2: BERT Large, BERT Base and the BiLSTMs on Quora pairs", total=None,
-                              status="")
-            tok = minilm_tokenizer()
-            frame = table2(firsts, seconds, tok, args.passes, args.batch, args.quick)
+    firsts, seconds = read_pairs(args.data_dir, args.pairs * args.passes)
+    with torch_threads(args.threads), progress_bar() as progress:
+        progress.add_task("Wu Table 2: BERT Large, BERT Base and the BiLSTMs on Quora pairs", total=None,
+                          status="")
+        tok = minilm_tokenizer()
+        frame = table2(firsts, seconds, tok, args.passes, args.batch, args.quick)
     args.out.mkdir(parents=True, exist_ok=True)
     text = to_markdown(frame, index=False, floatfmt=".3f")
     write_atomic(args.out / "bench_wu.csv", frame.to_csv(index=False))
     write_atomic(args.out / "bench_wu.md", f"# Wu et al. Table 2 on this machine\n\n{args.threads} threads; "
                                            f"Quora pairs from {args.data_dir}, batch {args.batch}\n\n{text}\n")
     console.print(f"{text}\nwrote {args.out}/bench_wu.{{md,csv}}")
-
-
-if __name__ == "__main__":
-    main()

@@ -2,7 +2,7 @@
 pair's two sentence vectors is the score; the threshold that classifies it is chosen on dev alone
 (the best dev accuracy), then accuracy and F1 of the positive class are reported on test.
 
-    distil-untuned [dataset=quora] [teacher=minilm] [agnostic.pooling=cls] [key=value ...] [--out DIR]
+    distil paper wu-table5 [dataset=quora] [teacher=minilm] [agnostic.pooling=cls] [key=value ...] [--out DIR]
 
 Rows, each from the same pre-trained (not fine-tuned) teacher:
   teacher (CLS)       the top layer at [CLS]
@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -28,7 +27,6 @@ import torch
 from rich.console import Console
 
 from distil.common.atomic import write_atomic
-from distil.common.console import console_command
 from distil.common.markdown import to_markdown
 from distil.data.batching import pad
 from distil.errors import DistilError
@@ -175,28 +173,15 @@ def run(overrides: list[str]) -> tuple[pd.DataFrame, Path]:
     return pd.DataFrame(records), Path(cfg.paths.outputs) / "tables"
 
 
-def main(argv: list[str] | None = None) -> None:
-    args = sys.argv[1:] if argv is None else argv
-    if args and args[0] in ("-h", "--help"):
-        print(__doc__)
-        return
-    out_dir = None
-    with console_command("distil-untuned", log_lines=True):  # a teacher's fine-tuning and the agnostic build
-        if "--out" in args:  # the tables machinery (distil-table wu-table5) says where the csv goes
-            at = args.index("--out")
-            if at + 1 >= len(args):
-                raise DistilError("--out needs a directory")
-            out_dir, args = Path(args[at + 1]), args[:at] + args[at + 2:]
-        overrides = ["dataset=quora", "student=sra", *args]
-        frame, out = run(overrides)
-        out = out_dir or out
+def write_table(overrides: list[str], out_dir: Path | None = None) -> None:
+    """`distil paper wu-table5` (distil/cli/paper.py parses the arguments): the four rows, printed and
+    written to out_dir (default <paths.outputs>/tables) as untuned.{md,csv}."""
+    overrides = ["dataset=quora", "student=sra", *overrides]
+    frame, out = run(overrides)
+    out = out_dir or out
     out.mkdir(parents=True, exist_ok=True)
     text = to_markdown(frame, index=False, floatfmt=".4f")
     write_atomic(out / "untuned.csv", frame.to_csv(index=False))
     write_atomic(out / "untuned.md", f"# Untuned sentence representations (Wu et al. Table 5)\n\n"
                                      f"overrides: {' '.join(overrides)}\n\n{text}\n")
     Console().print(f"{text}\nwrote {out}/untuned.{{md,csv}}")
-
-
-if __name__ == "__main__":
-    main()

@@ -95,7 +95,7 @@ class StaticStudent(nn.Module):
         """`forward`'s pooled vector and logits from bags of wordpieces instead of padded batches:
         (ids, offsets) per sentence column, the ids of all sentences laid end to end and the offset
         where each begins (a pair: the first sentences' bags, then the seconds'). Serving
-        (distil.serve.predict) takes this path: no padding to build, no padded positions to embed, one
+        (distil.serve.student) takes this path: no padding to build, no padded positions to embed, one
         fused lookup-and-mean. Sentences only (text, pair), not tagging."""
         if self.training:  # serving only: what follows is the eval-mode forward, without dropout
             raise RuntimeError("forward_bags serves a trained student: call .eval() first")
@@ -124,7 +124,7 @@ class StaticStudent(nn.Module):
         """(E W^T, b) when the student is a linear model on one text's mean vector (mlp_hidden_size
         0), else None: then mean(E[ids]) W^T + b = mean((E W^T)[ids]) + b, and serving a text is a
         gather of `num_labels` numbers per token (as fastText serves). Taken once by a server
-        (distil.serve.predict), after the weights are final."""
+        (distil.serve.student), after the weights are final."""
         table, mlp, classifier = self._served_layers()
         if mlp is not None or classifier is None or self.inputs != "text":
             return None

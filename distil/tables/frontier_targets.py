@@ -1,5 +1,5 @@
-"""Issue 15's targets, checked on the SST-2 frontier table's runs (`make frontier` writes
-outputs/tables/frontier-targets.{md,csv}):
+"""Issue 15's targets, checked on the SST-2 frontier table's runs (`make frontier`, through
+`distil table --frontier-targets`, writes outputs/tables/frontier-targets.{md,csv}):
 
   * the static student, under the runner's best schedule for it, reaches model2vec's logit-regression
     accuracy (79.6% test, measured in the issue); "best" is the frontier-static row with the highest
@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass
+from pathlib import Path
 
 from distil.tables.orderings import beyond_spread, pooled_variance
 from distil.tables.preset import Cell
@@ -144,3 +145,27 @@ def targets(cells: list[Cell], schedule_cells: list[Cell] = ()) -> list[Target]:
                      "batch32_ex_per_s", 0.8),
         frontier_target(rows),
     ]
+
+
+PRESET = "frontier-sst2"
+SCHEDULES = "frontier-static"  # the static student's schedules: the accuracy target takes the best on dev
+
+
+def write_targets(scale: str, root: Path):
+    """Write <root>/tables/frontier-targets.{md,csv} from the frontier runs done at `scale`; the frame."""
+    import pandas as pd
+
+    from distil.tables.cells import collect, expand
+    from distil.tables.load import load_preset
+
+    cells = collect(expand(load_preset(PRESET), scale), root)
+    schedule_cells = collect(expand(load_preset(SCHEDULES), scale), root)
+    frame = pd.DataFrame([{"target": t.name, "ours": None if t.ours is None else round(t.ours, 2),
+                           "required": t.required, "met": {None: "not measured", True: "yes", False: "no"}[t.met],
+                           "spread": t.spread} for t in targets(cells, schedule_cells)])
+    out = root / "tables"
+    out.mkdir(parents=True, exist_ok=True)
+    frame.to_csv(out / "frontier-targets.csv", index=False)
+    header = f"<!-- frontier targets ({PRESET} and {SCHEDULES}, scale {scale}) -->\n"
+    (out / "frontier-targets.md").write_text(header + frame.to_markdown(index=False) + "\n")
+    return frame

@@ -59,9 +59,13 @@ from typing import Any
 
 KINDS = ("sweep", "data", "bench")
 READS = ("student", "teacher")
-# a bench table's csv (outputs/tables/<name>.csv) -> the console script that measures it
+# a bench table's csv (outputs/tables/<name>.csv) -> the command that measures it, as the rendered tables name it
 BENCHES = {"bench": "distil-bench", "bench_tang": "distil-bench-tang", "bench_turc": "distil-bench-turc",
            "bench_wu": "distil-bench-wu", "untuned": "distil-untuned"}
+# ... and the `distil` subcommand distil table runs for it (the names above are its aliases)
+BENCH_COMMANDS = {"bench": ("bench", "students"), "bench_tang": ("paper", "tang-table2"),
+                  "bench_turc": ("paper", "turc-table1"), "bench_wu": ("paper", "wu-table2"),
+                  "untuned": ("paper", "wu-table5")}
 FORMATS = ("percent", "number", "ratio", "count", "millions")
 ROWS_FROM = (None, "stages", "languages", "epochs")
 SCALES = ("cpu", "paper")

@@ -1,8 +1,7 @@
-"""`distil-report <dir>`: one table from the metrics.json files of a sweep (and nothing else)."""
+"""`distil report <dir>` (distil/cli/report.py): one table from the metrics.json files of a sweep (and nothing else)."""
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
@@ -154,29 +153,3 @@ def print_table(table: pd.DataFrame, title: str) -> None:
     console.print(rich_table)
     for _, row in table[table["status"] != "ok"].iterrows():
         console.print(f"[red]{row['run']}[/red]: {row['status']}")
-
-
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(
-        prog="distil-report",
-        description="Build table.md and table.csv from every metrics.json under a run or sweep directory.",
-    )
-    parser.add_argument("directory", type=Path, help="a multirun (sweep) or run directory")
-    args = parser.parse_args(argv)
-    if not args.directory.is_dir():
-        print(f"distil-report: error: {args.directory} is not a directory; pass a run or multirun "
-              "directory (e.g. outputs/multirun/<date>/<time>)", file=sys.stderr)
-        sys.exit(2)
-    table = collect(args.directory)
-    if table.empty:
-        print(f"distil-report: error: no metrics.json under {args.directory}; point it at a "
-              "directory written by `distil` or `distil -m`", file=sys.stderr)
-        sys.exit(2)
-    print_table(table, str(args.directory))
-    md, csv = write_tables(table, args.directory)
-    failed = int((table["status"] != "ok").sum())
-    print(f"{failed} of {len(table)} cells failed; wrote {md} and {csv}")  # exit 0: the table is written
-
-
-if __name__ == "__main__":
-    main()

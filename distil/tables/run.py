@@ -1,11 +1,11 @@
-"""`distil-table`: run the missing cells of paper tables, then write the tables.
+"""`distil table` (distil/cli/table.py): run the missing cells of paper tables, then write the tables.
 
-    distil-table xtremedistil-table3 [more names or preset files] [--scale cpu|paper]
-    distil-table --all               # every preset (`make tables`)
-    distil-table NAME --dry-run      # the cells, their keys, and which are done; runs nothing
-    distil-table --list              # the presets and their cell counts per scale
-    distil-table NAME --render-only  # write NAME's table from the cells done so far; run nothing
-    distil-table NAME --only SST-2   # run only the cells of that row or column first (repeatable)
+    distil table xtremedistil-table3 [more names or preset files] [--scale cpu|paper]
+    distil table --all               # every preset (`make tables`)
+    distil table NAME --dry-run      # the cells, their keys, and which are done; runs nothing
+    distil table --list              # the presets and their cell counts per scale
+    distil table NAME --render-only  # write NAME's table from the cells done so far; run nothing
+    distil table NAME --only SST-2   # run only the cells of that row or column first (repeatable)
 
 Each cell runs as the real `distil` console script in a subprocess, one at a time, into
 `<outputs>/cells/<key>/` (outputs: $DISTIL_OUTPUTS or ./outputs, as for `distil`). A cell whose
@@ -18,7 +18,7 @@ clone finds them done too.
 
 from __future__ import annotations
 
-import argparse
+import argparse  # run(args) reads the namespace distil/cli/table.py parses
 import hashlib
 import json
 import os
@@ -34,16 +34,13 @@ from rich.console import Console
 from rich.text import Text
 
 from distil.common.atomic import write_json_atomic
-from distil.common.console import console_command
-from distil.common.interrupt import exit_on_interrupt
 from distil.errors import DistilError, did_you_mean
 from distil.tables import ledger
 from distil.tables.cells import cell_dir, cell_specs, collect, expand, label, read_result, result_of, runs_of
 from distil.tables.load import cpu_estimate, load_preset, preset_files, presets
-from distil.tables.preset import BENCHES, SCALES, SETS, Cell, TablePreset, bench_csv
+from distil.tables.preset import BENCH_COMMANDS, SCALES, Cell, TablePreset, bench_csv
 
 console = Console(highlight=False, soft_wrap=True)  # one line per cell, also in logs
-INTERRUPTED = "distil-table: interrupted; rerun the same command to continue (finished cells are not run again)"
 STOP_GRACE_SECONDS = 60  # a cell told to stop writes `failed: interrupted` and releases its locks first
 LOG_NAME = "distil-table.log"  # the cell's own output, beside Hydra's distil.log
 
@@ -134,10 +131,11 @@ def run_bench(root: Path, bench: str = "bench", overrides: Sequence[str] = ()) -
         show(f"{bench}: ", f"skipped (done: {csv})", "dim")
         return []
     again = "" if measured_with is None else f" (measured with [{' '.join(measured_with)}]; measuring again)"
-    show(f"{bench}: ", f"running {' '.join([BENCHES[bench], *overrides])}{again}", "blue")
-    code = subprocess.run([console_script(BENCHES[bench]), *overrides, "--out", str(out)]).returncode
+    command = ["distil", *BENCH_COMMANDS[bench]]
+    show(f"{bench}: ", f"running {' '.join([*command, *overrides])}{again}", "blue")
+    code = subprocess.run([console_script("distil"), *command[1:], *overrides, "--out", str(out)]).returncode
     if code != 0:
-        return [f"{BENCHES[bench]} exited with code {code}"]
+        return [f"{' '.join(command)} exited with code {code}"]
     write_json_atomic(bench_record(csv), {"overrides": list(overrides), "csv_sha256": file_digest(csv)})
     return []
 
@@ -276,31 +274,6 @@ def status(plan: list[tuple[TablePreset, str | Path, list[Cell]]], root: Path) -
     console.print(f"all: {done} of {len(everything)} distinct cells done", markup=False)
 
 
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="distil-table", description="Run the missing cells of paper tables "
-                                     "(distil/conf/table/*.yaml) and write outputs/tables/<name>.*")
-    parser.add_argument("names", nargs="*", help="preset names (distil-table --list) or preset files")
-    parser.add_argument("--scale", choices=SCALES, default="cpu", help="which sweep of each preset (default cpu)")
-    parser.add_argument("--all", action="store_true", help="every preset of the set (default: the papers' tables)")
-    parser.add_argument("--set", choices=SETS, default="papers", dest="table_set",
-                        help="which presets --all runs: papers (make tables) or frontier (make frontier)")
-    parser.add_argument("--dry-run", action="store_true", help="print the cells and whether each is done; run none")
-    parser.add_argument("--status", action="store_true",
-                        help="one line per table: its cells done (and how many are results/cells records of "
-                             "another machine) and the minutes they took; run none")
-    parser.add_argument("--list", action="store_true", help="list the presets and their cell counts per scale")
-    parser.add_argument("--render-only", action="store_true",
-                        help="write the tables from the cells done so far (the rest show 'not run'); run nothing")
-    parser.add_argument("--only", action="append", metavar="LABEL", default=[],
-                        help="run only the cells of the row or column with this label (repeatable; rows and "
-                             "columns both named: where they cross), e.g. a big table's SST-2 column first; the "
-                             "table is still written with every cell done so far")
-    args = parser.parse_args(argv)
-    if not (args.names or args.all or args.list):
-        parser.error("name a preset (distil-table --list shows them), or give --all")
-    return args
-
-
 def named_axes(preset: TablePreset, labels: list[str]) -> tuple[set[str], set[str]]:
     """The rows and the columns --only names; a label that is neither is an error (a typo would
     otherwise run nothing)."""
@@ -366,18 +339,3 @@ def measured(preset: TablePreset, root: Path) -> bool:
     show(f"{preset.name}: ", f"skipped ({csv} not measured here: `distil-table {preset.name}` measures it)",
          "yellow")
     return False
-
-
-def main(argv: list[str] | None = None) -> None:
-    """`distil-table`: every ending is one line, never a traceback."""
-    args = parse_args(argv)
-    with console_command("distil-table"), exit_on_interrupt(INTERRUPTED):
-        failed = run(args)
-    if failed:
-        print(f"distil-table: error: {len(failed)} cell(s) failed (status in their metrics.json; the tables mark "
-              f"them): {'; '.join(failed)}", file=sys.stderr)
-        sys.exit(2)
-
-
-if __name__ == "__main__":
-    main()

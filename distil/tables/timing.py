@@ -3,7 +3,7 @@
 Each student is a finished table cell's `student/` folder, timed on the test texts of its dataset
 with the same threads as the teacher:
   batch32_ex_per_s        end to end: texts in, logits out (tokenisation, vocabulary mapping, padding,
-                          the model), 32 texts per call, as distil.serve.predict serves the student (the
+                          the model), 32 texts per call, as distil.serve.student serves the student (the
                           static student: bags of wordpieces, unpadded)
   model_batch32_ex_per_s  the model alone, on inputs encoded before the clock starts
   single_ms               end to end, one text per call (serving one request at a time)
@@ -32,13 +32,13 @@ from distil.bench.harness import interleaved_seconds, pass_ratios, split_passes,
 from distil.config.overrides import CONFIG_DIR_ENV
 from distil.data.batching import pad
 from distil.errors import DistilError
-from distil.serve.predict import SavedStudent
 from distil.serve.speed import torch_threads
+from distil.serve.student import SavedStudent
 from distil.tables.cells import TIMING_FILE
 from distil.tasks import Task, make_task
 from distil.tasks.text import PAIR_SEPARATOR
 
-# What was timed: bumped whenever serving changes (distil.serve.predict, the students' serving paths), so
+# What was timed: bumped whenever serving changes (distil.serve.student, the students' serving paths), so
 # a table re-times its students instead of showing numbers of code that no longer runs.
 # 2: the static student serves bags of wordpieces (StaticStudent.forward_bags), unpadded.
 # 3: ...and one request as one gather and mean, its layers as functions of their parameters.
@@ -158,7 +158,7 @@ def write_timings(cells: dict[str, Path], teacher_dir: Path, task: Task, max_len
         record = {**timings[key], "disk_mb": disk_mb(directory / "student"), "teacher": teacher,
                   "texts": len(texts), "passes": passes, "threads": threads, "group": group,
                   "serving_version": SERVING_VERSION,
-                  # per pass, so any two students of the group compare pass by pass (scripts/frontier_targets.py)
+                  # per pass, so any two students of the group compare pass by pass (distil.tables.frontier_targets)
                   "seconds": results[key]["per_pass"]}
         path = directory / TIMING_FILE
         tmp = path.with_name(path.name + ".tmp")

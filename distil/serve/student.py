@@ -1,11 +1,11 @@
-"""`distil-predict <run dir> TEXT... | --file F`: load a saved student and print its predictions.
+"""A saved student: read a run's student/ folder and predict with it (no argument parsing: the
+`distil predict` command is distil/cli/predict.py).
 
 Pairs are given as "first sentence ||| second sentence". Tagging prints word/TAG.
 """
 
 from __future__ import annotations
 
-import argparse
 import itertools
 import json
 from collections.abc import Callable
@@ -17,7 +17,6 @@ from omegaconf import OmegaConf
 from safetensors import SafetensorError
 from safetensors.torch import load_file
 
-from distil.common.console import console_command
 from distil.config.schema import StudentConfig
 from distil.data.batching import model_inputs
 from distil.errors import DistilError
@@ -26,7 +25,7 @@ from distil.students import build_student, reads_pairs_apart, reads_words
 from distil.students.static import bag_means
 from distil.students.vocab import UNK, TrimmedVocab
 from distil.tasks import get_task
-from distil.tasks.text import PAIR_SEPARATOR, split_pairs, wordpiece_encoder, words_of
+from distil.tasks.text import split_pairs, wordpiece_encoder, words_of
 
 ONE_BAG = torch.zeros(1, dtype=torch.int64)  # the offsets of a single bag (read, never written)
 
@@ -186,42 +185,3 @@ def _read_part(path: Path, read):
     except (OSError, ValueError, KeyError, RuntimeError, SafetensorError) as error:  # json, safetensors, torch
         cause = " ".join(str(error).split())[:200]
         raise DistilError(f"{path} is damaged ({type(error).__name__}: {cause}); {RERUN}") from None
-
-
-def read_texts(args: argparse.Namespace) -> list[str]:
-    """The texts to label: arguments, then --file lines; an empty text is an error, not a label."""
-    for number, text in enumerate(args.text, start=1):
-        if not text.strip():
-            raise DistilError(f"text {number} is empty; give a non-empty text to label")
-    texts = list(args.text)
-    if args.file:
-        if not args.file.is_file():
-            raise DistilError(f"--file {args.file} does not exist")
-        try:
-            lines = [line.rstrip("\n") for line in args.file.open(encoding="utf-8") if line.strip()]
-        except UnicodeDecodeError:
-            raise DistilError(f"--file {args.file} is not UTF-8 text; re-save it as UTF-8") from None
-        if not lines:
-            raise DistilError(f"--file {args.file} has no text (it is empty or blank); give one text per line")
-        texts += lines
-    if not texts:
-        raise DistilError("nothing to predict: give texts as arguments or --file")
-    return texts
-
-
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="distil-predict", description=__doc__.splitlines()[0])
-    parser.add_argument("run_dir", type=Path, help="a run directory (or its student/ folder)")
-    parser.add_argument("text", nargs="*", help=f"texts to label; a pair is 'first {PAIR_SEPARATOR} second'")
-    parser.add_argument("--file", type=Path, help="one text per line")
-    args = parser.parse_args(argv)
-    directory = args.run_dir / "student" if (args.run_dir / "student").is_dir() else args.run_dir
-    with console_command("distil-predict"):
-        texts = read_texts(args)
-        student = SavedStudent(directory)
-    for text in texts:
-        print(f"{student.predict(text)}\t{text}")
-
-
-if __name__ == "__main__":
-    main()

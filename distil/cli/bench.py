@@ -1,0 +1,195 @@
+"""`distil bench students | cache | checkpoint | all`: size, speed and cost measured on this machine.
+
+Every bench takes --passes/--threads/--quick/--out as distil.bench.harness.add_bench_arguments defines
+them (each with its own defaults), and writes outputs/tables/<bench>.{md,csv}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from distil.cli.parsing import Parser
+from distil.common.console import console_command
+
+BENCHES = {
+    "students": "teacher-sized models vs the students: size and speed ratios -> bench.{md,csv}",
+    "cache": "the teacher cache's speed and memory claims (issue 11) -> bench-cache.{md,csv}",
+    "checkpoint": "what checkpointing costs a training stage -> bench_checkpoint.{md,csv}",
+    "all": "students, cache and checkpoint, one after the other",
+}
+EXAMPLES = """\
+examples:
+  distil bench students                      # -> outputs/tables/bench.{md,csv}
+  distil bench students --quick --out /tmp/t # tiny teachers, a few batches: checks that it runs
+  distil bench cache --only caching --only training --repeats 5
+  distil bench checkpoint --epochs 3
+  distil bench all                           # make bench runs this, then the papers' benches (distil paper)
+"""
+
+
+def students_parser(prog: str) -> Parser:
+    from distil.bench.harness import PASSES, add_bench_arguments
+
+    parser = Parser(prog, "distil bench students", "Measure teacher/student size and speed ratios in one run "
+                                                   "(random weights, model time only).", EXAMPLES)
+    add_bench_arguments(parser, out="directory for bench.md and bench.csv (default: outputs/tables)",
+                        quick="tiny teachers and few batches (default 64 examples x 32 tokens), for tests",
+                        passes_help=f"interleaved passes; each ratio is the median over them (default {PASSES}; 2 "
+                                    "with --quick; capped at the number of batches)")
+    parser.add_argument("--examples", type=int, default=None,
+                        help="random examples timed (default 256; 64 with --quick)")
+    parser.add_argument("--seq-len", type=int, default=None,
+                        help="tokens per example (default 128; 32 with --quick)")
+    return parser
+
+
+def students(argv: list[str] | None = None, prog: str = "distil bench students") -> int:
+    from distil.bench.harness import bench, settle_args
+
+    parser = students_parser(prog)
+    args = parser.parse_args(argv)
+    if problem := settle_args(args):
+        parser.error(problem)
+    with console_command(prog, log_lines=True):
+        bench(args)
+    return 0
+
+
+CACHE_EPILOG = """\
+targets (issue 11): caching >= 3.5x fixed padding and >= 1.2x unsorted dynamic padding; training from
+shards <= 1.10x in memory; peak RSS < 2 GiB while caching and while training; a 6-cell sweep runs the
+teacher once. Full sizes take about 25 minutes on 2 cores; --quick runs small sizes in a few minutes.
+
+examples:
+  distil bench cache                          # everything, full sizes -> outputs/tables/bench-cache.{md,csv}
+  distil bench cache --only caching --only training --repeats 5
+  distil bench cache --quick                  # small sizes: checks that it runs, ratios not meaningful
+"""
+
+
+def cache_parser(prog: str) -> Parser:
+    from distil.bench import cache as bench_cache
+    from distil.bench.harness import add_bench_arguments
+
+    description = bench_cache.__doc__.split("\n\n", 1)[1].rsplit("\n\nRatios", 1)[0]
+    parser = Parser(prog, "distil bench cache", description, CACHE_EPILOG)
+    data_dir = os.environ.get("DISTIL_DATA_DIR", "../shared/data")
+    parser.add_argument("--only", action="append", choices=bench_cache.MEASUREMENTS,
+                        help="run this measurement only (repeatable; default: all four)")
+    add_bench_arguments(parser, out="directory for bench-cache.md and bench-cache.csv (default: outputs/tables)",
+                        quick="small sizes for a fast check (ratios not meaningful)", with_passes=False)
+    parser.add_argument("--data-dir", type=Path, default=Path(data_dir),
+                        help=f"directory holding sst2/ and wikipedia-sentences/ (default: $DISTIL_DATA_DIR or "
+                             f"{data_dir}, as paths.data_dir)")
+    parser.add_argument("--teacher", default="minilm", help="teacher config for 1 and 2, tokenizer for 3 "
+                                                            "(default: minilm)")
+    sizes = parser.add_argument_group("sizes (defaults: full / --quick)")
+    sizes.add_argument("--sentences", type=int, help="1: SST-2 train sentences cached (4096 / 256)")
+    sizes.add_argument("--repeats", type=int, help="1, 2: interleaved repetitions, median reported (3 / 1)")
+    sizes.add_argument("--max-length", type=int, default=128, help="1: fixed padding width and truncation (128)")
+    sizes.add_argument("--shard-size", type=int, default=4096, help="1, 2: examples per cache shard (4096)")
+    sizes.add_argument("--labeled", type=int, help="2: SST-2 labeled examples, half per class (1000 / 200)")
+    sizes.add_argument("--transfer", type=int, help="2: SST-2 transfer examples (20000 / 1000)")
+    sizes.add_argument("--train-batches", type=int, help="2: batches trained per run (200 / 10)")
+    sizes.add_argument("--big-sentences", type=int, help="3: Wikipedia sentences (100000 / 2000)")
+    sizes.add_argument("--big-width", type=int, default=768, help="3: teacher hidden size (768)")
+    sizes.add_argument("--big-layers", type=int, help=f"3: teacher layers run, of the {bench_cache.BERT_BASE_LAYERS} "
+                                                        "held in memory (1 / 1)")
+    sizes.add_argument("--big-train-batches", type=int, default=0, help="3: batches trained (0: one epoch)")
+    sizes.add_argument("--corpus", type=Path, help=f"3: sentence file (default: <data-dir>/{bench_cache.WIKI})")
+    parser.add_argument("--phase", choices=("cache", "train"), help=argparse.SUPPRESS)
+    parser.add_argument("--workdir", type=Path, help=argparse.SUPPRESS)
+    return parser
+
+
+def cache_args(argv: list[str] | None, prog: str = "distil bench cache") -> argparse.Namespace:
+    from distil.bench import cache as bench_cache
+
+    parser = cache_parser(prog)
+    args = parser.parse_args(argv)
+    for key, value in (bench_cache.QUICK if args.quick else bench_cache.FULL).items():
+        if getattr(args, key) is None:
+            setattr(args, key, value)
+    args.only = list(dict.fromkeys(args.only or bench_cache.MEASUREMENTS))
+    if args.corpus is None:
+        args.corpus = args.data_dir / bench_cache.WIKI
+    if min(args.sentences, args.repeats, args.labeled, args.transfer, args.train_batches, args.big_sentences,
+           args.big_width, args.big_layers, args.threads, args.max_length, args.shard_size) < 1:
+        parser.error("sizes, repeats and threads must be positive")
+    return args
+
+
+def cache(argv: list[str] | None = None, prog: str = "distil bench cache") -> int:
+    """0, or 1 when a measurement failed (after the tables are written)."""
+    from distil.bench import cache as bench_cache
+
+    args = cache_args(argv, prog)
+    return bench_cache.phase(args) if args.phase else bench_cache.bench(args, prog)
+
+
+def checkpoint(argv: list[str] | None = None, prog: str = "distil bench checkpoint") -> int:
+    from distil.bench import checkpoint as bench_checkpoint
+    from distil.bench.harness import add_bench_arguments
+
+    parser = Parser(prog, "distil bench checkpoint", bench_checkpoint.__doc__.split("\n\n")[0], EXAMPLES)
+    parser.add_argument("--epochs", type=int, default=3, help="epochs per stage step (default 3)")
+    add_bench_arguments(parser, out="directory for bench_checkpoint.{md,csv} (default: outputs/tables)",
+                        quick="tiny stages, for a test", with_passes=False, with_threads=False)
+    args = parser.parse_args(argv)
+    with console_command(prog):
+        bench_checkpoint.bench(args.epochs, args.quick, args.out)
+    return 0
+
+
+def every(argv: list[str] | None = None, prog: str = "distil bench all") -> int:
+    """Each bench with its own defaults, and what is given here; the first failure's exit code."""
+    from distil.bench.harness import add_bench_arguments
+
+    parser = Parser(prog, "distil bench all", BENCHES["all"] + " (each with its own defaults, but for the "
+                                                                "options given here)", EXAMPLES)
+    add_bench_arguments(parser, out="directory for every bench's tables (default: outputs/tables)",
+                        quick="every bench's quick mode, for tests", passes_help="students' interleaved passes")
+    parser.set_defaults(threads=None, out=None)
+    args = parser.parse_args(argv)
+    shared = [*(["--quick"] if args.quick else []), *(["--out", str(args.out)] if args.out else [])]
+    threads = ["--threads", str(args.threads)] if args.threads else []
+    passes = ["--passes", str(args.passes)] if args.passes else []
+    code = 0
+    for run, extra in ((students, threads + passes), (cache, threads), (checkpoint, [])):
+        name = run.__name__
+        try:
+            ended = run([*shared, *extra], prog=f"distil bench {name}")
+        except SystemExit as exit_:  # a bench's one-line error: the others still run
+            ended = exit_.code if isinstance(exit_.code, int) else 1
+        code = code or ended
+    return code
+
+
+COMMANDS = {"students": students, "cache": cache, "checkpoint": checkpoint, "all": every}
+
+
+def main(argv: list[str] | None = None, prog: str = "distil bench") -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = Parser(prog, "distil bench", __doc__.split("\n\n")[0] + "\n\nbenches:\n" + "\n".join(
+        f"  {name:<12}{what}" for name, what in BENCHES.items()), EXAMPLES, usage=f"{prog} {{{','.join(BENCHES)}}} ...")
+    if argv[:1] in (["-h"], ["--help"]):
+        parser.print_help()
+        return 0
+    if not argv:
+        parser.error(f"choose a bench: {', '.join(BENCHES)}")
+    if argv[0] not in COMMANDS:
+        parser.error(f"no bench {argv[0]!r}; choose one of: {', '.join(BENCHES)}")
+    return COMMANDS[argv[0]](argv[1:], prog=f"{prog} {argv[0]}")
+
+
+def students_alias() -> None:
+    """`distil-bench`, kept for one release."""
+    sys.exit(students(prog="distil-bench"))
+
+
+def cache_alias() -> None:
+    """`distil-bench-cache`, kept for one release."""
+    sys.exit(cache(prog="distil-bench-cache"))
