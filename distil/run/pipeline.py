@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import random
@@ -14,7 +13,6 @@ from pathlib import Path
 import numpy as np
 import torch
 from omegaconf import OmegaConf
-from safetensors.torch import save_file
 
 from distil.augment.build import make_augmenter
 from distil.common.atomic import write_json_atomic
@@ -33,6 +31,7 @@ from distil.run.flags import predicted_classes, run_warnings
 from distil.run.plan import RunPlan, plan_run
 from distil.run.schedule import StudentSplit, run_schedule
 from distil.serve.speed import examples_per_second
+from distil.serve.student import write_student
 from distil.store.artifacts import ArtifactStore
 from distil.students import (
     add_unk_dropout,
@@ -386,17 +385,8 @@ def measure_speed(examples: int, teacher, student, teacher_ids: Ragged, student_
 
 
 def save_student(result: StudentResult, cfg: Config, plan: RunPlan, data: TaskData, tokenizer, out: Path) -> None:
-    """Everything `distil-predict` needs: weights, vocabulary, tokenizer, config and labels."""
-    out.mkdir(parents=True, exist_ok=True)
-    save_file({k: v.contiguous() for k, v in result.model.state_dict().items()}, out / "model.safetensors")
-    result.vocab.save(out / "vocab.json")
-    tokenizer.save_pretrained(out / "tokenizer")
-    task = plan.task
-    config = {"student": OmegaConf.to_container(cfg.student), "task": task.name, "inputs": task.inputs,
-              "labels": task.output_names(data.label_names), "vocab_size": len(result.vocab),
-              "teacher_hidden_size": result.teacher_hidden_size,
-              "representation_head": plan.with_hidden, "projection": cfg.schedule.projection,
-              "max_length": cfg.teacher.max_length}
-    (out / "config.json").write_text(json.dumps(config, indent=2))
-
-
+    """The student's folder (distil/serve/student.py holds its format, and reads it back)."""
+    write_student(out, result.model, result.vocab, tokenizer, student=OmegaConf.to_container(cfg.student),
+                  task=plan.task, labels=plan.task.output_names(data.label_names),
+                  teacher_hidden_size=result.teacher_hidden_size, representation_head=plan.with_hidden,
+                  projection=cfg.schedule.projection, max_length=cfg.teacher.max_length)

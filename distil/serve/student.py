@@ -1,5 +1,5 @@
-"""A saved student: read a run's student/ folder and predict with it (no argument parsing: the
-`distil predict` command is distil/cli/predict.py).
+"""A saved student: the one home of its folder's format. A run writes it (write_student); SavedStudent
+reads it back and predicts (no argument parsing: the `distil predict` command is distil/cli/predict.py).
 
 Pairs are given as "first sentence ||| second sentence". Tagging prints word/TAG.
 """
@@ -15,7 +15,7 @@ import numpy as np
 import torch
 from omegaconf import OmegaConf
 from safetensors import SafetensorError
-from safetensors.torch import load_file
+from safetensors.torch import load_file, save_file
 
 from distil.config.schema import StudentConfig
 from distil.data.batching import model_inputs
@@ -28,6 +28,21 @@ from distil.tasks import get_task
 from distil.tasks.text import split_pairs, wordpiece_encoder, words_of
 
 ONE_BAG = torch.zeros(1, dtype=torch.int64)  # the offsets of a single bag (read, never written)
+
+
+def write_student(out: Path, model: torch.nn.Module, vocab: TrimmedVocab, tokenizer, *, student: dict, task,
+                  labels: list[str], teacher_hidden_size: int, representation_head: bool, projection: str,
+                  max_length: int) -> None:
+    """Everything SavedStudent needs: weights, vocabulary, the teacher's tokenizer, and config.json
+    (the student's settings, its task, output labels and how its inputs were cut)."""
+    out.mkdir(parents=True, exist_ok=True)
+    save_file({k: v.contiguous() for k, v in model.state_dict().items()}, out / "model.safetensors")
+    vocab.save(out / "vocab.json")
+    tokenizer.save_pretrained(out / "tokenizer")
+    config = {"student": student, "task": task.name, "inputs": task.inputs, "labels": labels,
+              "vocab_size": len(vocab), "teacher_hidden_size": teacher_hidden_size,
+              "representation_head": representation_head, "projection": projection, "max_length": max_length}
+    (out / "config.json").write_text(json.dumps(config, indent=2))
 
 
 class SavedStudent:
