@@ -11,7 +11,7 @@ import os
 import sys
 from pathlib import Path
 
-from distil.cli.parsing import Parser
+from distil.cli.parsing import Parser, run_each, run_group
 from distil.common.console import console_command
 
 BENCHES = {
@@ -157,32 +157,15 @@ def every(argv: list[str] | None = None, prog: str = "distil bench all") -> int:
     shared = [*(["--quick"] if args.quick else []), *(["--out", str(args.out)] if args.out else [])]
     threads = ["--threads", str(args.threads)] if args.threads else []
     passes = ["--passes", str(args.passes)] if args.passes else []
-    code = 0
-    for run, extra in ((students, threads + passes), (cache, threads), (checkpoint, [])):
-        name = run.__name__
-        try:
-            ended = run([*shared, *extra], prog=f"distil bench {name}")
-        except SystemExit as exit_:  # a bench's one-line error: the others still run
-            ended = exit_.code if isinstance(exit_.code, int) else 1
-        code = code or ended
-    return code
+    return run_each("distil bench", [("students", students, [*shared, *threads, *passes]),
+                                     ("cache", cache, [*shared, *threads]), ("checkpoint", checkpoint, shared)])
 
 
 COMMANDS = {"students": students, "cache": cache, "checkpoint": checkpoint, "all": every}
 
 
 def main(argv: list[str] | None = None, prog: str = "distil bench") -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    parser = Parser(prog, "distil bench", __doc__.split("\n\n")[0] + "\n\nbenches:\n" + "\n".join(
-        f"  {name:<12}{what}" for name, what in BENCHES.items()), EXAMPLES, usage=f"{prog} {{{','.join(BENCHES)}}} ...")
-    if argv[:1] in (["-h"], ["--help"]):
-        parser.print_help()
-        return 0
-    if not argv:
-        parser.error(f"choose a bench: {', '.join(BENCHES)}")
-    if argv[0] not in COMMANDS:
-        parser.error(f"no bench {argv[0]!r}; choose one of: {', '.join(BENCHES)}")
-    return COMMANDS[argv[0]](argv[1:], prog=f"{prog} {argv[0]}")
+    return run_group(prog, "distil bench", __doc__.split("\n\n")[0], BENCHES, COMMANDS, EXAMPLES, argv, "bench")
 
 
 def students_alias() -> None:

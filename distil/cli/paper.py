@@ -11,7 +11,7 @@ import os
 import sys
 from pathlib import Path
 
-from distil.cli.parsing import Parser
+from distil.cli.parsing import Parser, run_each, run_group
 from distil.common.console import console_command
 
 PAPERS = {
@@ -120,15 +120,8 @@ def every(argv: list[str] | None = None, prog: str = "distil paper all") -> int:
     out = ["--out", str(args.out)] if args.out else []
     timing = [*(["--quick"] if args.quick else []), *(["--threads", str(args.threads)] if args.threads else []),
               *(["--passes", str(args.passes)] if args.passes else []), *out]
-    code = 0
-    for name, run, given in (("tang-table2", tang_table2, timing), ("turc-table1", turc_table1, timing),
-                             ("wu-table2", wu_table2, timing), ("wu-table5", wu_table5, out)):
-        try:
-            ended = run(given, prog=f"distil paper {name}")
-        except SystemExit as exit_:  # a paper's one-line error: the others still run
-            ended = exit_.code if isinstance(exit_.code, int) else 1
-        code = code or ended
-    return code
+    return run_each("distil paper", [("tang-table2", tang_table2, timing), ("turc-table1", turc_table1, timing),
+                                     ("wu-table2", wu_table2, timing), ("wu-table5", wu_table5, out)])
 
 
 COMMANDS = {"tang-table2": tang_table2, "turc-table1": turc_table1, "wu-table2": wu_table2, "wu-table5": wu_table5,
@@ -136,17 +129,7 @@ COMMANDS = {"tang-table2": tang_table2, "turc-table1": turc_table1, "wu-table2":
 
 
 def main(argv: list[str] | None = None, prog: str = "distil paper") -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    parser = Parser(prog, "distil paper", __doc__.split("\n\n")[0] + "\n\npapers:\n" + "\n".join(
-        f"  {name:<13}{what}" for name, what in PAPERS.items()), EXAMPLES, usage=f"{prog} {{{','.join(PAPERS)}}} ...")
-    if argv[:1] in (["-h"], ["--help"]):
-        parser.print_help()
-        return 0
-    if not argv:
-        parser.error(f"choose a paper: {', '.join(PAPERS)}")
-    if argv[0] not in COMMANDS:
-        parser.error(f"no paper {argv[0]!r}; choose one of: {', '.join(PAPERS)}")
-    return COMMANDS[argv[0]](argv[1:], prog=f"{prog} {argv[0]}")
+    return run_group(prog, "distil paper", __doc__.split("\n\n")[0], PAPERS, COMMANDS, EXAMPLES, argv, "paper")
 
 
 def tang_alias() -> None:

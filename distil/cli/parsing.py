@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
+
+Command = Callable[..., int]  # (argv, prog=...) -> exit code
 
 
 def alias_note(prog: str, command: str, description: str) -> str:
@@ -25,3 +28,35 @@ class Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:
         print(f"{self.prog}: error: {message} (see: {self.prog} --help)", file=sys.stderr)
         sys.exit(2)
+
+
+def run_group(prog: str, command: str, description: str, members: dict[str, str], commands: dict[str, Command],
+              examples: str, argv: list[str] | None, noun: str) -> int:
+    """`distil bench NAME ...` / `distil paper NAME ...`: one of `members` (name -> one line), with its own
+    arguments after it."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    listing = "\n".join(f"  {name:<13}{what}" for name, what in members.items())
+    plural = noun + ("es" if noun.endswith("ch") else "s")
+    parser = Parser(prog, command, f"{description}\n\n{plural}:\n{listing}", examples,
+                    usage=f"{prog} {{{','.join(members)}}} ...")
+    if argv[:1] in (["-h"], ["--help"]):
+        parser.print_help()
+        return 0
+    if not argv:
+        parser.error(f"choose a {noun}: {', '.join(members)}")
+    if argv[0] not in commands:
+        parser.error(f"no {noun} {argv[0]!r}; choose one of: {', '.join(members)}")
+    return commands[argv[0]](argv[1:], prog=f"{prog} {argv[0]}")
+
+
+def run_each(group: str, runs: list[tuple[str, Command, list[str]]]) -> int:
+    """Every member in turn, each with its own arguments; one that fails does not stop the others,
+    and the first failure's exit code is the group's."""
+    code = 0
+    for name, run, argv in runs:
+        try:
+            ended = run(argv, prog=f"{group} {name}")
+        except SystemExit as exit_:  # a member's one-line error: the others still run
+            ended = exit_.code if isinstance(exit_.code, int) else 1
+        code = code or ended
+    return code
