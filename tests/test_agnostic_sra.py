@@ -185,7 +185,7 @@ def test_untuned_refuses_a_task_without_pairs(tmp_path, monkeypatch, capsys):
         main(["debug=smoke", "dataset=toy"])
     assert exit_.value.code == 2
     err = capsys.readouterr().err.strip()
-    assert err.startswith("distil paper wu-table5: error: distil-untuned scores sentence pairs")
+    assert err.startswith("distil paper wu-table5: error: distil paper wu-table5 scores sentence pairs")
 
 
 FIX = ("<a text file with one sentence per line>, absolute or under paths.data_dir (now '{data}': run from the "

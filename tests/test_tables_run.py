@@ -223,7 +223,7 @@ def test_an_unknown_preset_name_names_the_closest_and_lists_the_presets(name, hi
         load_preset(name)
     names = ", ".join(sorted(p.stem for p in SHIPPED))
     assert str(error.value) == (f"unknown table preset '{name}'{hint}; choose one of: {names} "
-                                "(distil-table --list describes them)")
+                                "(distil table --list describes them)")
 
 
 def test_a_cell_that_cannot_compose_fails_before_anything_runs(tmp_path):
@@ -343,7 +343,7 @@ def test_render_only_skips_a_bench_table_not_measured_here_and_goes_on(tmp_path,
     assert code == 0, err
     assert not (tmp_path / "outputs" / "tables" / "a-bench.md").exists()
     assert (tmp_path / "outputs" / "tables" / "b-tiny.md").is_file()
-    assert "a-bench: skipped" in out and "`distil-table a-bench` measures it" in out.replace("\n", "")
+    assert "a-bench: skipped" in out and "`distil table a-bench` measures it" in out.replace("\n", "")
 
 
 def test_only_runs_the_named_rows_columns_or_where_they_cross_and_writes_the_whole_table(tmp_path, monkeypatch, capsys):

@@ -149,7 +149,7 @@ def run(overrides: list[str]) -> tuple[pd.DataFrame, Path]:
 
     cfg, data = load_splits(overrides)
     if data.task.inputs != "pair" or cfg.dataset.positive_label is None:
-        raise DistilError(f"distil-untuned scores sentence pairs with a positive class, and dataset "
+        raise DistilError(f"distil paper wu-table5 scores sentence pairs with a positive class, and dataset "
                           f"'{cfg.dataset.name}' is not one; use dataset=quora (Table 5) or dataset=mrpc")
     positive = data.label_names.index(cfg.dataset.positive_label)
     dev, test = pairs_of(data.splits["dev"], positive), pairs_of(data.splits["test"], positive)

@@ -74,7 +74,7 @@ def preset_path(path_or_name: str | Path) -> Path:
     files = preset_files()
     if str(path_or_name) not in files:
         raise DistilError(unknown_choice("table preset", path_or_name, files or ["(none)"],
-                                         more=" (distil-table --list describes them)"))
+                                         more=" (distil table --list describes them)"))
     return files[str(path_or_name)]
 
 

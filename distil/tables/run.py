@@ -336,6 +336,6 @@ def measured(preset: TablePreset, root: Path) -> bool:
     csv = bench_csv(root / "tables", preset.bench)
     if preset.kind != "bench" or csv.is_file():
         return True
-    show(f"{preset.name}: ", f"skipped ({csv} not measured here: `distil-table {preset.name}` measures it)",
+    show(f"{preset.name}: ", f"skipped ({csv} not measured here: `distil table {preset.name}` measures it)",
          "yellow")
     return False
