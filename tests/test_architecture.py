@@ -112,6 +112,25 @@ def test_serving_loads_no_training_code():
     assert sorted(loaded) == []
 
 
+# where the whole composed Config may go: the run plans from it and hands narrow values down
+WHOLE_CONFIG = ("config", "run", "cli")
+
+
+def test_the_whole_config_stays_in_the_run():
+    """Below the run, a function takes a group (StudentConfig, ...) or plain values, never the whole
+    Config: no module there imports it or annotates a parameter with it."""
+    reached = []
+    for name, path in MODULES.items():
+        if folder(name) in WHOLE_CONFIG:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and any(alias.name == "Config" for alias in node.names):
+                reached.append(f"{name} imports Config")
+            if isinstance(node, ast.arg) and node.annotation is not None and ast.unparse(node.annotation) == "Config":
+                reached.append(f"{name}: parameter {node.arg}")
+    assert reached == []
+
+
 def test_the_rules_catch_an_upward_import(tmp_path):
     """The reader itself: a function-local import of the run from the ground is seen."""
     source = tmp_path / "x.py"

@@ -236,17 +236,21 @@ def test_checkpoint_benchmark_writes_its_table(tmp_path):
 
 
 def test_checkpoint_key_changes_with_what_changes_training(smoke_cfg):
+    from distil.run.plan import training_recipe
     from distil.training.checkpoint import training_key
 
-    base = training_key(smoke_cfg(), "en")
-    assert training_key(smoke_cfg(), "en") == base
-    assert training_key(smoke_cfg("trainer.checkpoint_every_seconds=5"), "en") == base  # when to save: not what
-    assert training_key(smoke_cfg("trainer.speed_examples=3"), "en") == base
+    def key(cfg, *parts):
+        return training_key(training_recipe(cfg), *parts)
+
+    base = key(smoke_cfg(), "en")
+    assert key(smoke_cfg(), "en") == base
+    assert key(smoke_cfg("trainer.checkpoint_every_seconds=5"), "en") == base  # when to save: not what
+    assert key(smoke_cfg("trainer.speed_examples=3"), "en") == base
     # prose is not training: a reworded description keeps an interrupted run's checkpoint
-    assert training_key(smoke_cfg("student.description=reworded", "schedule.description=also"), "en") == base
-    for changed in (training_key(smoke_cfg(), "de"), training_key(smoke_cfg("trainer.lr=0.5"), "en"),
-                    training_key(smoke_cfg("seed=2"), "en"), training_key(smoke_cfg("schedule=d4.2"), "en"),
-                    training_key(smoke_cfg("teacher.finetune.epochs=9"), "en")):
+    assert key(smoke_cfg("student.description=reworded", "schedule.description=also"), "en") == base
+    for changed in (key(smoke_cfg(), "de"), key(smoke_cfg("trainer.lr=0.5"), "en"),
+                    key(smoke_cfg("seed=2"), "en"), key(smoke_cfg("schedule=d4.2"), "en"),
+                    key(smoke_cfg("teacher.finetune.epochs=9"), "en")):
         assert changed != base
 
 

@@ -23,8 +23,8 @@ class PeerResult:
     dev_classes: int
 
 
-def train_peer(cfg, task, data, prepared, views, out: Path) -> PeerResult:
-    name, targets = cfg.student.peer, cfg.student.targets
+def train_peer(student_cfg, teacher_cfg, seed: int, task, data, prepared, views, out: Path) -> PeerResult:
+    name, targets = student_cfg.peer, student_cfg.targets
     if task.inputs != "text" or not data.label_names:
         raise DistilError(f"student=peer-{name} classifies single texts, and {data.name} is a {task.name} "
                           f"dataset of {task.inputs}; use a runner student (e.g. student=static)")
@@ -34,7 +34,7 @@ def train_peer(cfg, task, data, prepared, views, out: Path) -> PeerResult:
     if targets == "teacher":  # gold labels where there are some, the teacher's argmax on the transfer set
         pseudo = views["transfer"].all_logits().argmax(dim=-1).numpy()
         train_texts, train_labels = train_texts + texts["transfer"], np.concatenate([train_labels, pseudo])
-    peer = make_peer(name, cfg.seed, resolve_source(cfg.teacher))
+    peer = make_peer(name, seed, resolve_source(teacher_cfg))
     peer.fit(train_texts, train_labels, texts["dev"], prepared["dev"].labels.numpy())
     scores = {}
     for split in ("dev", "test", *data.extra_tests):
@@ -45,8 +45,8 @@ def train_peer(cfg, task, data, prepared, views, out: Path) -> PeerResult:
             dev_classes = len(np.unique(probabilities.argmax(axis=1)))
     labels = task.output_names(data.label_names)
     save_peer(peer, out, labels)
-    config = {"student": OmegaConf.to_container(cfg.student), "task": task.name, "inputs": task.inputs,
-              "labels": labels, "max_length": cfg.teacher.max_length}
+    config = {"student": OmegaConf.to_container(student_cfg), "task": task.name, "inputs": task.inputs,
+              "labels": labels, "max_length": teacher_cfg.max_length}
     (out / "config.json").write_text(json.dumps(config, indent=2))
     params = peer.param_count()
     student = {**scores, "stages": [], "params": params, "trained_on": {"examples": len(train_texts),

@@ -102,7 +102,7 @@ def run(cfg: Config, run_dir: Path, choices: dict, overrides: list[str]) -> dict
                                  partial(token_output_vectors, model, tokenizer), tokenizer.sep_token_id)
 
     if plan.peer:  # a tool a user would otherwise pick, on the same splits and teacher
-        peer = train_peer(cfg, task, data, prepared, views, run_dir / "student")
+        peer = train_peer(cfg.student, cfg.teacher, cfg.seed, task, data, prepared, views, run_dir / "student")
         student, speed, dev_classes = peer.student, {}, {None: peer.dev_classes}
     else:
         start = student_start(cfg, plan, data, tokenizer, store)
@@ -332,7 +332,8 @@ def train_student(cfg: Config, plan: RunPlan, data: TaskData, prepared: dict[str
                     [] if plan.reads_words else vocab.map(teacher_vocab.special_ids))
     # keyed by the data it trains on too (split sizes, vocabulary), and for D0 by its language
     trains_on = [language, {name: len(split) for name, split in student_splits.items()}, vocab.teacher_ids]
-    with schedule_checkpoint(cfg, *trains_on) as checkpoint:  # a killed run resumes from here
+    with schedule_checkpoint(cfg.paths.cache, plan.recipe, cfg.trainer.checkpoint_every_seconds,
+                             *trains_on) as checkpoint:  # a killed run resumes from here
         stages = run_schedule(cfg.schedule, plan.trainer, model, student_splits, evaluate_split, task, cfg.seed,
                               PAD, checkpoint)
     for record in stages:

@@ -11,7 +11,7 @@ from omegaconf import OmegaConf
 
 from distil.augment.build import check_augment
 from distil.common.libraries import quiet_libraries
-from distil.config.schema import Config, StudentConfig, TeacherConfig, TrainerConfig, check_config
+from distil.config.schema import Config, StudentConfig, TeacherConfig, TrainerConfig, check_config, without_defaults
 from distil.errors import DistilError, check_choice
 from distil.peers import check_peer, is_peer
 from distil.pretrain.mlm import check_pretrain
@@ -43,6 +43,7 @@ class RunPlan:
     reads_pairs_apart: bool  # the student reads the two sentences of a pair apart (siamese, SRA)
     peer: bool  # a tool a user would otherwise pick (distil.peers), not a student family
     start: str  # where the student's weights start: STARTS
+    recipe: dict  # what changes the student's training (training_recipe): its checkpoint's key
 
 
 # "own": its family's random init; "checkpoint": student.name_or_path; "pretrained": its family's
@@ -80,7 +81,27 @@ def plan_run(cfg: Config) -> RunPlan:
         check_pretrain(cfg.pretrain)
     trainer = OmegaConf.merge(cfg.trainer, {"batch_size": batch_size})
     return RunPlan(task, batch_size, chosen_by, trainer, with_hidden, cached_layer, apart, words,
-                   reads_pairs_apart(cfg.student), peer, start)
+                   reads_pairs_apart(cfg.student), peer, start, training_recipe(cfg))
+
+
+# The config groups whose values change what the student learns (trainer.checkpoint_every_seconds does not).
+TRAINING_GROUPS = ("teacher", "student", "schedule", "dataset", "transfer_size", "augment", "pretrain", "agnostic",
+                   "trainer")
+NOT_TRAINING = {"trainer": ("checkpoint_every_seconds", "speed_examples")}
+
+
+def training_recipe(cfg: Config) -> dict:
+    """The resolved config groups that change a student's training, and the seed: the part of a
+    checkpoint's key (training.checkpoint.training_key) the run decides. Settings at their schema
+    default and descriptions are left out, as in a table cell's key: a setting added later, or
+    reworded prose, does not orphan an interrupted run's checkpoint."""
+    groups = {}
+    for group in TRAINING_GROUPS:
+        values = without_defaults(OmegaConf.to_container(cfg[group], resolve=True), cfg[group])
+        for key in NOT_TRAINING.get(group, ()):
+            values.pop(key, None)
+        groups[group] = values
+    return {"groups": groups, "seed": cfg.seed}
 
 
 def student_start_kind(cfg: Config) -> str:

@@ -26,16 +26,9 @@ from typing import Any
 
 import numpy as np
 import torch
-from omegaconf import OmegaConf
-
-from distil.config.schema import without_defaults
 
 log = logging.getLogger(__name__)
 
-# The config groups whose values change what the student learns (trainer.checkpoint_every_seconds does not).
-TRAINING_GROUPS = ("teacher", "student", "schedule", "dataset", "transfer_size", "augment", "pretrain", "agnostic",
-                   "trainer")
-NOT_TRAINING = {"trainer": ("checkpoint_every_seconds", "speed_examples")}
 FORMAT_VERSION = 1
 
 
@@ -163,32 +156,23 @@ class StepCheckpoint:
         return str(self.schedule.directory)
 
 
-def training_key(cfg, *parts: Any) -> str:
-    """A hash of everything that changes a student's training: the resolved config groups that
-    do, the seed, and `parts` (the language of a D0 student, the data it trains on). Settings at
-    their schema default and descriptions are left out, as in a table cell's key: a setting added
-    later, or reworded prose, does not orphan an interrupted run's checkpoint."""
-    groups = {}
-    for group in TRAINING_GROUPS:
-        values = without_defaults(OmegaConf.to_container(cfg[group], resolve=True), cfg[group])
-        for key in NOT_TRAINING.get(group, ()):
-            values.pop(key, None)
-        groups[group] = values
-    spec = {"format": FORMAT_VERSION, "groups": groups, "seed": cfg.seed, "parts": list(parts)}
+def training_key(recipe: dict, *parts: Any) -> str:
+    """A hash of everything that changes a student's training: the run's `recipe` (run.plan.training_recipe:
+    the config groups that do, and the seed) and `parts` (the language of a D0 student, the data it trains on)."""
+    spec = {"format": FORMAT_VERSION, **recipe, "parts": list(parts)}
     return hashlib.sha256(json.dumps(spec, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
 @contextmanager
-def schedule_checkpoint(cfg, *parts: Any) -> Iterator[ScheduleCheckpoint]:
+def schedule_checkpoint(cache: str, recipe: dict, every_seconds: float, *parts: Any) -> Iterator[ScheduleCheckpoint]:
     """The student's checkpoint, held under the cache's exclusive lock for its key while it trains
     (two identical runs never write one checkpoint: the second waits), removed once it finished.
     An interrupted or failed student leaves it for the next run of the same command."""
     from distil.store.artifacts import ArtifactStore  # the store's lock, so `distil cache` sees one lock scheme
 
-    key = training_key(cfg, *parts)
-    store = ArtifactStore(cfg.paths.cache)
+    key = training_key(recipe, *parts)
+    store = ArtifactStore(cache)
     with store.lock(f"checkpoint-{key}"):
-        checkpoint = ScheduleCheckpoint(store.root / "checkpoints" / key,
-                                        cfg.trainer.checkpoint_every_seconds)
+        checkpoint = ScheduleCheckpoint(store.root / "checkpoints" / key, every_seconds)
         yield checkpoint
         checkpoint.remove()
