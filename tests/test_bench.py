@@ -13,7 +13,7 @@ from dataclasses import astuple
 import pandas as pd
 import pytest
 
-from distil.bench import harness as bench
+from distil.bench import students as bench
 from distil.students.bilstm import BiLSTMClassifier
 
 

@@ -31,7 +31,8 @@ examples:
 
 
 def students_parser(prog: str) -> Parser:
-    from distil.bench.harness import PASSES, add_bench_arguments
+    from distil.bench.harness import add_bench_arguments
+    from distil.bench.students import PASSES
 
     parser = Parser(prog, "distil bench students", "Measure teacher/student size and speed ratios in one run "
                                                    "(random weights, model time only).", EXAMPLES)
@@ -47,7 +48,7 @@ def students_parser(prog: str) -> Parser:
 
 
 def students(argv: list[str] | None = None, prog: str = "distil bench students") -> int:
-    from distil.bench.harness import bench, settle_args
+    from distil.bench.students import bench, settle_args
 
     parser = students_parser(prog)
     args = parser.parse_args(argv)

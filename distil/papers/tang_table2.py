@@ -30,21 +30,15 @@ from rich.console import Console
 
 from distil.augment import pos
 from distil.augment.tang import PosLexicon, TangSettings, augment_example
-from distil.bench.harness import (
-    TangSpec,
-    TeacherSpec,
-    count_params,
-    interleaved_seconds,
-    pass_ratios,
-    spread,
-    torch_threads,
-)
+from distil.bench.harness import count_params, interleaved_seconds, pass_ratios, spread
+from distil.bench.students import TangSpec, TeacherSpec
 from distil.common.atomic import write_atomic
 from distil.common.markdown import to_markdown
 from distil.common.progress import progress_bar
 from distil.data.batching import pad
 from distil.data.ragged import Ragged
 from distil.errors import DistilError
+from distil.serve.speed import torch_threads
 from distil.teacher.inference import teacher_batches
 
 SST2_TRAIN = Path("sst2") / "train.tsv"
