@@ -27,8 +27,8 @@ test:  ## the default (fast, offline) test suite, one process per core
 test-slow:  ## slow tests: reproduction runs on real data, the kill-and-resume test, benchmark commands, the wheel install
 	$(PYTHON) -m pytest -q -m slow
 
-bench:  ## speed and size of teacher-sized models vs students, the teacher cache, checkpoint cost -> outputs/tables/bench*.{md,csv}
-	distil bench all && distil paper tang-table2 && distil paper turc-table1 && distil paper wu-table2
+bench:  ## speed and size of teacher-sized models vs students, the teacher cache, checkpoint cost, the papers' timing tables -> outputs/tables/bench*.{md,csv}
+	distil bench all
 
 schedules-xd:  ## XtremeDistil's strategies D0-D4.2 on SST-2 (low resource) -> one table
 	distil -m schedule=d0,d0-s,d1,d2,d3.1,d3.2,d4.1,d4.2 $(SST2_LOW) hydra.sweep.dir=outputs/multirun/schedules-xd

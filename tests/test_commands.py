@@ -113,3 +113,15 @@ def test_table_frontier_targets_writes_the_targets(tmp_path, monkeypatch, capsys
     assert (tables / "frontier-targets.csv").is_file()
     assert (tables / "frontier-targets.md").read_text().startswith("<!-- frontier targets (frontier-sst2")
     assert "not measured" in out
+
+
+@pytest.mark.slow
+def test_make_bench_is_one_command_that_writes_every_bench_table(tmp_path):
+    """`make bench` is `distil bench all`: the three benches and the papers' timing tables (~2 min quick)."""
+    run = subprocess.run([sys.executable, "-m", "distil.cli.main", "bench", "all", "--quick", "--out", str(tmp_path)],
+                         capture_output=True, text=True, timeout=900)
+    assert run.returncode == 0, run.stderr[-2000:]
+    written = sorted(path.name for path in tmp_path.glob("*.md"))
+    assert written == ["bench-cache.md", "bench.md", "bench_augment.md", "bench_checkpoint.md", "bench_tang.md",
+                       "bench_turc.md", "bench_wu.md"]
+    assert (REPO / "Makefile").read_text().split("\nbench:")[1].split("\n")[1].strip() == "distil bench all"

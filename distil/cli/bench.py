@@ -18,7 +18,8 @@ BENCHES = {
     "students": "teacher-sized models vs the students: size and speed ratios -> bench.{md,csv}",
     "cache": "the teacher cache's speed and memory claims (issue 11) -> bench-cache.{md,csv}",
     "checkpoint": "what checkpointing costs a training stage -> bench_checkpoint.{md,csv}",
-    "all": "students, cache and checkpoint, one after the other",
+    "all": "students, cache, checkpoint and the papers' timing tables (distil paper tang-table2, turc-table1, "
+           "wu-table2), one after the other: make bench",
 }
 EXAMPLES = """\
 examples:
@@ -152,14 +153,19 @@ def every(argv: list[str] | None = None, prog: str = "distil bench all") -> int:
     parser = Parser(prog, "distil bench all", BENCHES["all"] + " (each with its own defaults, but for the "
                                                                 "options given here)", EXAMPLES)
     add_bench_arguments(parser, out="directory for every bench's tables (default: outputs/tables)",
-                        quick="every bench's quick mode, for tests", passes_help="students' interleaved passes")
+                        quick="every bench's quick mode, for tests",
+                        passes_help="interleaved passes of the timing benches")
     parser.set_defaults(threads=None, out=None)
     args = parser.parse_args(argv)
     shared = [*(["--quick"] if args.quick else []), *(["--out", str(args.out)] if args.out else [])]
     threads = ["--threads", str(args.threads)] if args.threads else []
     passes = ["--passes", str(args.passes)] if args.passes else []
-    return run_each("distil bench", [("students", students, [*shared, *threads, *passes]),
-                                     ("cache", cache, [*shared, *threads]), ("checkpoint", checkpoint, shared)])
+    from distil.cli.paper import timing_papers
+
+    return run_each([("distil bench students", students, [*shared, *threads, *passes]),
+                     ("distil bench cache", cache, [*shared, *threads]),
+                     ("distil bench checkpoint", checkpoint, shared),
+                     *timing_papers([*shared, *threads, *passes])])
 
 
 COMMANDS = {"students": students, "cache": cache, "checkpoint": checkpoint, "all": every}

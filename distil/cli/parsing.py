@@ -49,13 +49,13 @@ def run_group(prog: str, command: str, description: str, members: dict[str, str]
     return commands[argv[0]](argv[1:], prog=f"{prog} {argv[0]}")
 
 
-def run_each(group: str, runs: list[tuple[str, Command, list[str]]]) -> int:
-    """Every member in turn, each with its own arguments; one that fails does not stop the others,
-    and the first failure's exit code is the group's."""
+def run_each(runs: list[tuple[str, Command, list[str]]]) -> int:
+    """Every command in turn (its prog, its function, its arguments); one that fails does not stop the
+    others, and the first failure's exit code is the group's."""
     code = 0
-    for name, run, argv in runs:
+    for prog, run, argv in runs:
         try:
-            ended = run(argv, prog=f"{group} {name}")
+            ended = run(argv, prog=prog)
         except SystemExit as exit_:  # a member's one-line error: the others still run
             ended = exit_.code if isinstance(exit_.code, int) else 1
         code = code or ended
