@@ -125,3 +125,8 @@ def test_make_bench_is_one_command_that_writes_every_bench_table(tmp_path):
     assert written == ["bench-cache.md", "bench.md", "bench_augment.md", "bench_checkpoint.md", "bench_tang.md",
                        "bench_turc.md", "bench_wu.md"]
     assert (REPO / "Makefile").read_text().split("\nbench:")[1].split("\n")[1].strip() == "distil bench all"
+
+
+def test_python_m_distil_cli_is_the_command():
+    run = subprocess.run([sys.executable, "-m", "distil.cli", "--help"], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0 and "distil SUB [args ...]" in run.stdout
