@@ -10,14 +10,14 @@ from tests.test_cli import distil_in_process
 @pytest.mark.parametrize("overrides,expected", [
     ([], {"batch_size": 12, "batch_size_from": "command line / preset", "with_hidden": False,
           "cached_layer": -1, "pairs_apart": False, "reads_words": False, "reads_pairs_apart": False,
-          "peer": False, "start": "own"}),
+          "peer": False, "family": "bilstm", "start": "own"}),
     (["trainer.batch_size=null", "schedule=joint"], {"batch_size": 64, "batch_size_from": "schedule"}),
     (["student=rnn"], {"reads_words": True}),
     (["schedule=d4.2"], {"with_hidden": True, "cached_layer": -1}),
     (["dataset=toy-ner", "student=bilstm-tagger"], {"cached_layer": None}),  # tagging caches no layer unless asked
     (["dataset=toy-pair", "student=siamese"], {"pairs_apart": True, "reads_pairs_apart": True}),
-    (["student=transformer-tiny", "schedule=pd"], {"start": "pretrained"}),
-    (["student=peer-tfidf"], {"peer": True}),
+    (["student=transformer-tiny", "schedule=pd"], {"start": "pretrained", "family": "transformer"}),
+    (["student=peer-tfidf"], {"peer": True, "family": "peer"}),
 ])
 def test_the_plan_holds_each_decision(smoke_cfg, overrides, expected):
     plan = plan_run(smoke_cfg(*overrides))

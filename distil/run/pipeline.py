@@ -268,7 +268,7 @@ def student_start(cfg: Config, plan: RunPlan, data: TaskData, tokenizer,
         return start
     if plan.start == "own":
         return None
-    if cfg.student.kind == "sra":
+    if plan.family == "sra":
         return agnostic_start(cfg, store)
     transfer = data.splits["transfer"]
     texts = [text for column in ("text", "text_pair") if column in transfer.column_names for text in transfer[column]]
@@ -326,7 +326,7 @@ def train_student(cfg: Config, plan: RunPlan, data: TaskData, prepared: dict[str
                           projection=cfg.schedule.projection, sep_id=sep)
     initialise_embeddings(model, cfg.student, cfg.seed, vocab, teacher_vocab)
     if start is not None:  # pre-trained weights (Turc, Wu): every one, the word embeddings at our rows
-        start.apply(model if cfg.student.kind == "sra" else transformer_of(model).bert, vocab)
+        start.apply(model if plan.family == "sra" else transformer_of(model).bert, vocab)
     # word students (the RNN baseline) read no special tokens
     add_unk_dropout(model, cfg.student.unk_dropout,
                     [] if plan.reads_words else vocab.map(teacher_vocab.special_ids))

@@ -42,6 +42,7 @@ class RunPlan:
     reads_words: bool  # the student reads whitespace words, not the teacher's wordpieces
     reads_pairs_apart: bool  # the student reads the two sentences of a pair apart (siamese, SRA)
     peer: bool  # a tool a user would otherwise pick (distil.peers), not a student family
+    family: str  # the student family (student.kind: bilstm, transformer, sra, ...), or "peer"
     start: str  # where the student's weights start: STARTS
     recipe: dict  # what changes the student's training (training_recipe): its checkpoint's key
 
@@ -81,7 +82,8 @@ def plan_run(cfg: Config) -> RunPlan:
         check_pretrain(cfg.pretrain)
     trainer = OmegaConf.merge(cfg.trainer, {"batch_size": batch_size})
     return RunPlan(task, batch_size, chosen_by, trainer, with_hidden, cached_layer, apart, words,
-                   reads_pairs_apart(cfg.student), peer, start, training_recipe(cfg))
+                   reads_pairs_apart(cfg.student), peer, cfg.student.kind, start,
+                   training_recipe(cfg))
 
 
 # The config groups whose values change what the student learns (trainer.checkpoint_every_seconds does not).
