@@ -36,6 +36,17 @@ def data_dir_argument(parser: Parser, holds: str, more: str = "") -> None:
                         help=f"the folder holding {holds} (default: $DISTIL_DATA_DIR, else ../shared/data{more})")
 
 
+def timed(parser: Parser, argv: list[str] | None, prog: str, bench, positive: tuple[str, ...]) -> int:
+    """A paper's timing bench: these arguments must be positive, then it measures and writes its tables."""
+    args = parser.parse_args(argv)
+    if min(getattr(args, name) for name in positive) < 1:
+        named = [f"--{name}" for name in positive]
+        parser.error(f"{', '.join(named[:-1])} and {named[-1]} must be positive")
+    with console_command(prog, log_lines=True):
+        bench(args)
+    return 0
+
+
 def tang_table2(argv: list[str] | None = None, prog: str = "distil paper tang-table2") -> int:
     from distil.bench.harness import add_bench_arguments
     from distil.papers import tang_table2 as paper
@@ -49,12 +60,7 @@ def tang_table2(argv: list[str] | None = None, prog: str = "distil paper tang-ta
     add_bench_arguments(parser, passes=2, passes_help="interleaved passes for Table 2 (default 2)",
                         quick="a 2-layer BERT in place of BERT Large (same name and vocabulary), for tests",
                         out="directory for bench_tang.{md,csv} and bench_augment.{md,csv}")
-    args = parser.parse_args(argv)
-    if min(args.sentences, args.labeled, args.passes, args.threads) < 1:
-        parser.error("--sentences, --labeled, --passes and --threads must be positive")
-    with console_command(prog, log_lines=True):
-        paper.bench(args)
-    return 0
+    return timed(parser, argv, prog, paper.bench, ("sentences", "labeled", "passes", "threads"))
 
 
 def turc_table1(argv: list[str] | None = None, prog: str = "distil paper turc-table1") -> int:
@@ -65,12 +71,7 @@ def turc_table1(argv: list[str] | None = None, prog: str = "distil paper turc-ta
     parser.add_argument("--length", type=int, default=512, help="wordpieces per example (default 512, the paper's)")
     add_bench_arguments(parser, passes=3, quick="16-wide stand-ins (same names and depths), for tests",
                         out="directory for bench_turc.{md,csv}")
-    args = parser.parse_args(argv)
-    if min(args.passes, args.length, args.threads) < 1:
-        parser.error("--passes, --length and --threads must be positive")
-    with console_command(prog, log_lines=True):
-        paper.bench(args)
-    return 0
+    return timed(parser, argv, prog, paper.bench, ("passes", "length", "threads"))
 
 
 def wu_table2(argv: list[str] | None = None, prog: str = "distil paper wu-table2") -> int:
@@ -85,12 +86,7 @@ def wu_table2(argv: list[str] | None = None, prog: str = "distil paper wu-table2
                              f"batch)")
     add_bench_arguments(parser, passes=2, quick="2-layer, 32-wide BERTs (same names), for tests",
                         out="directory for bench_wu.{md,csv}")
-    args = parser.parse_args(argv)
-    if min(args.pairs, args.batch, args.passes, args.threads) < 1:
-        parser.error("--pairs, --batch, --passes and --threads must be positive")
-    with console_command(prog, log_lines=True):
-        paper.bench(args)
-    return 0
+    return timed(parser, argv, prog, paper.bench, ("pairs", "batch", "passes", "threads"))
 
 
 def wu_table5(argv: list[str] | None = None, prog: str = "distil paper wu-table5") -> int:
