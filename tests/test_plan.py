@@ -1,5 +1,7 @@
 """run/plan.py: a run's decisions are made once, from the composed config, before any work."""
 
+import os
+
 import pytest
 
 from distil.errors import DistilError
@@ -38,3 +40,16 @@ def test_a_bad_pretraining_setting_stops_the_run_before_the_teacher(tmp_path, mo
     assert code == 2
     assert "pretrain.objective" in err.strip().splitlines()[-1]
     assert not (tmp_path / "outputs" / "cache" / "teachers").exists()
+
+
+@pytest.mark.parametrize("offline", [True, False])
+def test_hubs_go_offline_before_any_check_can_reach_them(smoke_cfg, monkeypatch, offline):
+    """The checks load the teacher's config: with hub_offline a hub name fails at once instead of waiting
+    on the network, so the plan sets the offline switches first."""
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.delenv("HF_DATASETS_OFFLINE", raising=False)
+    seen = {}
+    monkeypatch.setattr("distil.run.plan.check_layer", lambda cfg: seen.setdefault("at_check", dict(os.environ)))
+    plan_run(smoke_cfg(f"hub_offline={str(offline).lower()}", "schedule=d4.2"))
+    assert seen["at_check"].get("HF_HUB_OFFLINE") == ("1" if offline else None)
+    assert seen["at_check"].get("HF_DATASETS_OFFLINE") == ("1" if offline else None)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import os
 import random
 import time
 from dataclasses import dataclass
@@ -16,7 +15,6 @@ from omegaconf import OmegaConf
 
 from distil.augment.build import make_augmenter
 from distil.common.atomic import write_json_atomic
-from distil.common.libraries import quiet_libraries
 from distil.config.schema import Config, StudentConfig
 from distil.data.prepared import PreparedSplit
 from distil.data.ragged import Ragged, Tokens
@@ -59,15 +57,12 @@ from distil.training.checkpoint import schedule_checkpoint
 log = logging.getLogger(__name__)
 
 
-def setup_runtime(cfg: Config) -> None:
-    torch.set_num_threads(cfg.trainer.threads)
-    random.seed(cfg.seed)
-    np.random.seed(cfg.seed)
-    torch.manual_seed(cfg.seed)
-    if cfg.hub_offline:
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
-    quiet_libraries()
+def setup_runtime(threads: int, seed: int) -> None:
+    """Threads and every random generator's seed, before the run's first step."""
+    torch.set_num_threads(threads)
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
 
 
 @dataclass
@@ -83,7 +78,7 @@ class StudentResult:
 
 def run(cfg: Config, run_dir: Path, choices: dict, overrides: list[str]) -> dict:
     plan = plan_run(cfg)  # every check before any work; the decisions the steps below read
-    setup_runtime(cfg)
+    setup_runtime(cfg.trainer.threads, cfg.seed)
     task = plan.task
     started = time.perf_counter()
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from omegaconf import OmegaConf
 
 from distil.augment.build import check_augment
-from distil.common.libraries import quiet_libraries
+from distil.common.libraries import offline_hubs, quiet_libraries
 from distil.config.schema import Config, StudentConfig, TeacherConfig, TrainerConfig, check_config, without_defaults
 from distil.errors import DistilError, check_choice
 from distil.peers import check_peer, is_peer
@@ -56,6 +56,8 @@ def plan_run(cfg: Config) -> RunPlan:
     """Check everything that can be checked before work starts, and decide once."""
     check_config(cfg)  # every numeric setting in range before anything runs
     quiet_libraries()
+    if cfg.hub_offline:  # before any check loads a teacher's config
+        offline_hubs()
     task = make_task(cfg.dataset)
     batch_size, chosen_by = training_batch_size(cfg)  # a batch size below 1 fails here, before any data is read
     validate_schedule(cfg.schedule, cfg.trainer, task, batch_size)
