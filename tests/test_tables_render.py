@@ -54,8 +54,9 @@ def test_seeds_are_mean_std_and_n_beside_the_paper_with_the_difference(tmp_path)
     text = (tmp_path / "paper-table3.md").read_text()
     assert text.startswith("<!-- table: paper-table3 -->\n### XtremeDistil (ACL 2020), Table 3: Strategies\n")
     assert ("Paper's metric: accuracy (SST-2). Δ = ours − paper (percentage points). "
-            "Several seeds: mean ± sample std (n = seeds with a number).\n") in text
-    assert text.endswith("Scale: cpu; seeds: 1, 2; cells: 2 done, 1 failed, 1 not run.\n")
+            "Several seeds: mean ± sample std (n = seeds with a number). \"still improving\": seeds whose run "
+            "stopped at an epoch cap with its last epoch its best on dev, in some step of its schedule.\n") in text
+    assert text.endswith("Scale: cpu; seeds: 1, 2; cells: 2 done (0 still improving), 1 failed, 1 not run.\n")
 
 
 def test_a_parameter_column_shows_millions_beside_the_papers_and_the_legend_says_which_delta_is_points(tmp_path):
@@ -470,7 +471,8 @@ def test_a_seed_whose_selection_is_still_running_is_waiting_not_failed(tmp_path)
              Cell("D0", None, 2, [], "d", None, choice="trainer.lr=1e-3")]
     write_table(preset(select=select, scales={"cpu": Scale(base=[], seeds=[1, 2])}), cells, tmp_path)
     assert md_rows(tmp_path / "paper-table3.md")[1] == ["D0", "60.00 (n=1, 1 not run)"]
-    assert (tmp_path / "paper-table3.md").read_text().endswith("cells: 3 done, 0 failed, 1 not run.\n")
+    assert (tmp_path / "paper-table3.md").read_text().endswith(
+        "cells: 3 done (0 still improving), 0 failed, 1 not run.\n")
 
 
 def test_select_must_read_a_dev_score(tmp_path):
@@ -510,7 +512,8 @@ def test_columns_of_one_run_count_it_once_and_an_untimed_run_reads_not_timed_yet
     # a seed that ran after the timing step waits for the next one: not a failure
     assert md_rows(tmp_path / "paper-table3.md")[1:] == [["fast", "80.00 ± 0.00 (n=2)", "0.500 (n=1, 1 not timed yet)"],
                                                          ["slow", "82.00", "not timed yet"]]
-    assert (tmp_path / "paper-table3.md").read_text().endswith("cells: 3 done, 0 failed, 0 not run.\n")
+    assert (tmp_path / "paper-table3.md").read_text().endswith(
+        "cells: 3 done (0 still improving), 0 failed, 0 not run.\n")
 
 
 def test_a_number_below_one_keeps_three_significant_digits():
@@ -522,3 +525,25 @@ def test_a_number_below_one_keeps_three_significant_digits():
         "0.232", "0.0660", "0.0288", "0.500", "0.0000", "0.00", "4.40", "12.35"]
     assert number_text(0.2323 - 0.240, "number", signed=True) == "-0.0077"
     assert number_text(0.2323, "percent") == "0.23"  # percent cells are scaled first: 23.23
+
+
+def stepped(accuracy: float, *steps: tuple[int, int]) -> dict:
+    """A run whose schedule steps ended at (best epoch, epochs run)."""
+    return {"status": "ok", "student": {"test": {"accuracy": accuracy}, "params": 10,
+                                        "stages": [{"name": "S1", "step": "all", "best_epoch": best,
+                                                    "epochs_run": run} for best, run in steps]}}
+
+
+def test_a_run_stopped_at_its_cap_while_improving_is_marked_and_counted(tmp_path):
+    """Issue 54: a seed whose step's best epoch is its last stopped at the cap, not on patience."""
+    cells = [cell("D0", 1, stepped(0.80, (3, 6))), cell("D0", 2, stepped(0.82, (10, 10))),  # seed 2 at its cap
+             cell("D1", 1, stepped(0.70, (4, 4), (2, 5))), cell("D1", 2, stepped(0.72, (0, 3)))]  # a step at its cap
+    write_table(preset(), cells, tmp_path)
+    assert md_rows(tmp_path / "paper-table3.md")[1:] == [["D0", "81.00 ± 1.41 (n=2, 1 still improving)"],
+                                                         ["D1", "71.00 ± 1.41 (n=2, 1 still improving)"]]
+    text = (tmp_path / "paper-table3.md").read_text()
+    assert text.endswith("cells: 4 done (2 still improving), 0 failed, 0 not run.\n")
+    assert list(pd.read_csv(tmp_path / "paper-table3.csv")["still_improving"]) == [1, 1]
+    # the size of a student is not a score its training could still improve
+    write_table(preset(value="student.params", format="count"), cells, tmp_path)
+    assert md_rows(tmp_path / "paper-table3.md")[1:] == [["D0", "10 ± 0 (n=2)"], ["D1", "10 ± 0 (n=2)"]]

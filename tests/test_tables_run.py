@@ -327,7 +327,7 @@ def test_render_only_writes_the_table_of_the_cells_done_and_runs_nothing(tmp_pat
     assert not (tmp_path / "outputs" / "cells" / d1.key).exists()  # nothing ran
     md = (tmp_path / "outputs" / "tables" / "tiny.md").read_text()
     assert "| hard |   75.00 |\n| D1   | not run |" in md
-    assert md.endswith("cells: 1 done, 0 failed, 1 not run.\n")
+    assert md.endswith("cells: 1 done (0 still improving), 0 failed, 1 not run.\n")
 
 
 def test_render_only_skips_a_bench_table_not_measured_here_and_goes_on(tmp_path, monkeypatch, capsys):
@@ -371,7 +371,8 @@ def test_only_runs_the_named_rows_columns_or_where_they_cross_and_writes_the_who
     assert code == 0, err
     assert ran == [("hard", "5k"), ("D1", "5k")]
     md = (tmp_path / "outputs" / "tables" / "tiny.md").read_text()
-    assert "| D1   | not run | 50.00 |" in md and md.endswith("cells: 2 done, 0 failed, 2 not run.\n")
+    assert "| D1   | not run | 50.00 |" in md
+    assert md.endswith("cells: 2 done (0 still improving), 0 failed, 2 not run.\n")
 
     code, out, err = table(["tiny", "--only", "D1", "--dry-run"], capsys)  # the cells --only would run, no more
     assert code == 0, err
@@ -425,7 +426,7 @@ def test_a_finished_cell_is_recorded_and_a_fresh_machine_reads_it_instead_of_run
     assert "cell 1/3 tiny hard seed 1: skipped (done)" in out
     md = (tmp_path / "second" / "tables" / "tiny.md").read_text()
     assert re.search(r"\| hard \| +75\.00 \|\n\| D1 +\| +50\.00 \|", md)
-    assert md.endswith("cells: 2 done, 1 failed, 0 not run.\n")
+    assert md.endswith("cells: 2 done (0 still improving), 1 failed, 0 not run.\n")
     assert json.loads((ledger / f"{d1.key}.json").read_text())["student"]["test"]["accuracy"] == 0.5
     code, out, _ = table(["tiny", "--status"], capsys)  # hard is the first machine's record, D1 ran here
     # 1 + 3 minutes for 2 cells: 6 for all 3 at that pace, against the ~5 of the preset's first line

@@ -42,6 +42,7 @@ from distil.tables.preset import BENCHES, Axis, Cell, TablePreset, bench_csv
 
 ERROR_CHARS = 60
 MISSING = "–"  # no paper number, or no Δ
+STILL_IMPROVING = "still improving"
 ROW_HEADERS = {"stages": "stage", "languages": "language", "epochs": "epoch", "data": "dataset", "bench": "model"}
 SCALE = {"percent": 100.0, "millions": 1e-6}  # the factor from the metrics.json value to the number shown; 1 otherwise
 DECIMALS = {"percent": 2, "number": 2, "ratio": 1, "count": 0, "millions": 2}
@@ -58,6 +59,7 @@ class Sample:
     column: str | None
     value: Any = None  # in the units shown (percent x100); a string for a non-numeric summary field
     error: str | None = None
+    improving: bool = False  # the run that gave it stopped at an epoch cap while still improving (still_improving)
 
 
 @dataclass
@@ -67,6 +69,7 @@ class Entry:
     values: list[float] = field(default_factory=list)
     texts: list[str] = field(default_factory=list)  # non-numeric values ("varies")
     errors: list[str] = field(default_factory=list)
+    improving: int = 0  # seeds whose number comes from a run stopped at a cap while still improving
 
     @property
     def failed(self) -> int:
@@ -194,8 +197,34 @@ def cell_samples(preset: TablePreset, cell: Cell) -> list[Sample]:
         return language_samples(preset, cell)
     if preset.rows_from == "epochs":
         return epoch_samples(preset, cell)
-    return [read_sample(column_format(preset, cell.column), cell.row, cell.column, cell.metrics,
-                        cell_value(preset, cell.row, cell.column))]
+    path = cell_value(preset, cell.row, cell.column)
+    sample = read_sample(column_format(preset, cell.column), cell.row, cell.column, cell.metrics, path)
+    sample.improving = reads_training(path) and still_improving(student_steps(cell.metrics))
+    return [sample]
+
+
+# a student's fields that training does not change: its size, its vocabulary, its pre-training's report
+UNTRAINED_FIELDS = ("params", "param_counts", "vocab_size", "pretrained", "models")
+
+
+def reads_training(path: str) -> bool:
+    """Whether a column's number is a score of the trained student (not its size or a timing)."""
+    parts = path.split(".")
+    return parts[0] == "student" and len(parts) > 1 and parts[1] not in UNTRAINED_FIELDS
+
+
+def student_steps(metrics: dict) -> list[dict]:
+    """Every stage step's record of the run's student (of each language's, for D0)."""
+    stages = (metrics.get("student") or {}).get("stages") or []
+    return [r for records in stages.values() for r in records] if isinstance(stages, dict) else list(stages)
+
+
+def still_improving(steps: list[dict]) -> bool:
+    """Whether some step of the student's schedule stopped at its epoch cap while still improving:
+    its best epoch on dev is its last. A patience stop comes `patience` epochs after the best, so a
+    best last epoch means the cap ended it (a non-finite loss aside), and more epochs might have
+    helped: a comparison with such a cell says nothing about the method (issue 54)."""
+    return any(0 < r.get("best_epoch", 0) == r.get("epochs_run", -1) and not r.get("nonfinite") for r in steps)
 
 
 def column_value(preset: TablePreset, column: str | None) -> str:
@@ -270,8 +299,11 @@ def stage_samples(preset: TablePreset, cell: Cell) -> list[Sample]:
     records = stage_records(cell.metrics)
     if not records:
         return [Sample(cell.row, cell.column, error="no student.stages in metrics.json")]
-    return [read_sample(preset.format, prefix + label, cell.column, record, path, "the stage record")
-            for label, record in records]
+    samples = [read_sample(preset.format, prefix + label, cell.column, record, path, "the stage record")
+               for label, record in records]
+    for sample, (_, record) in zip(samples, records, strict=True):
+        sample.improving = still_improving([record])
+    return samples
 
 
 def epoch_samples(preset: TablePreset, cell: Cell) -> list[Sample]:
@@ -363,6 +395,7 @@ def aggregate(samples: list[Sample]) -> dict[tuple[str, str | None], Entry]:
     grid: dict[tuple[str, str | None], Entry] = {}
     for s in samples:
         entry = grid.setdefault((s.row, s.column), Entry())
+        entry.improving += s.improving and s.error is None
         if s.error is not None:
             entry.errors.append(s.error)
         elif isinstance(s.value, str):
@@ -407,7 +440,8 @@ def entry_text(entry: Entry | None, fmt: str) -> str:
         text = number_text(entry.mean, fmt)
         n = len(entry.values)
         missing = "".join(f", {count} {what}" for count, what in ((entry.failed, "failed"), (entry.not_run, NOT_RUN),
-                                                                  (entry.not_timed, NOT_TIMED)) if count)
+                                                                  (entry.not_timed, NOT_TIMED),
+                                                                  (entry.improving, STILL_IMPROVING)) if count)
         if n > 1:
             text += f" ± {number_text(entry.std, fmt).removesuffix('x')} (n={n}{missing})"
         elif missing:
@@ -461,7 +495,8 @@ def long_frame(preset: TablePreset, grid: dict, rows: list[str], columns: list[s
             mean = entry.mean
             lines.append({"row": row, "column": column, "mean": mean if mean is not None else
                           (entry.texts[0] if entry.texts else None), "std": entry.std, "n": len(entry.values),
-                          "failed": entry.failed, "not_run": entry.not_run, "paper": paper,
+                          "failed": entry.failed, "not_run": entry.not_run, "still_improving": entry.improving,
+                          "paper": paper,
                           "diff": None if mean is None or paper is None else mean - paper,
                           "error": None if entry.values or entry.texts else entry.errors[0]})
     return pd.DataFrame(lines)
@@ -482,12 +517,15 @@ def footer(preset: TablePreset, cells: list[Cell], grid: dict, scale: str) -> st
                   if preset.kind == "data" else
                   f"Measured by `{BENCHES[preset.bench]}` on this machine ({preset.bench}.csv)")
         return f"{source}; rows: {len(preset.rows) - failed} done, {failed} failed."
-    problems = [cell_problem(cell) for cell in runs_of(cells)]
+    runs = runs_of(cells)
+    problems = [cell_problem(cell) for cell in runs]
     done = problems.count(None)
     not_run = sum(map(waiting, problems))
+    improving = sum(still_improving(student_steps(cell.metrics))
+                    for cell, problem in zip(runs, problems, strict=True) if problem is None)
     seeds = ", ".join(str(s) for s in sorted({cell.seed for cell in cells})) or "none"
-    return (f"Scale: {scale}; seeds: {seeds}; cells: {done} done, {len(problems) - done - not_run} failed, "
-            f"{not_run} not run.")
+    return (f"Scale: {scale}; seeds: {seeds}; cells: {done} done ({improving} {STILL_IMPROVING}), "
+            f"{len(problems) - done - not_run} failed, {not_run} not run.")
 
 
 def markdown_table(shown: pd.DataFrame) -> str:
@@ -510,7 +548,8 @@ def markdown(preset: TablePreset, shown: pd.DataFrame, foot: str, order: str = "
     if preset.paper_values:
         legend.append(f"Δ = ours − paper{delta_units(preset)}.")
     if preset.kind == "sweep":
-        legend.append("Several seeds: mean ± sample std (n = seeds with a number).")
+        legend.append("Several seeds: mean ± sample std (n = seeds with a number). \"still improving\": seeds whose "
+                      "run stopped at an epoch cap with its last epoch its best on dev, in some step of its schedule.")
     if preset.select:
         legend.append(f"Each run is the best on {preset.select['by']} of {', '.join(preset.select['over'])} "
                       "(chosen on dev; test only reported).")
