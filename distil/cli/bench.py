@@ -7,11 +7,10 @@ them (each with its own defaults), and writes outputs/tables/<bench>.{md,csv}.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
-from distil.cli.parsing import Parser, run_each, run_group
+from distil.cli.parsing import Parser, data_dir_argument, run_each, run_group
 from distil.common.console import console_command
 
 BENCHES = {
@@ -27,7 +26,7 @@ examples:
   distil bench students --quick --out /tmp/t # tiny teachers, a few batches: checks that it runs
   distil bench cache --only caching --only training --repeats 5
   distil bench checkpoint --epochs 3
-  distil bench all                           # make bench runs this, then the papers' benches (distil paper)
+  distil bench all                           # make bench: the three benches and the papers' timing tables
 """
 
 
@@ -78,14 +77,11 @@ def cache_parser(prog: str) -> Parser:
 
     description = bench_cache.__doc__.split("\n\n", 1)[1].rsplit("\n\nRatios", 1)[0]
     parser = Parser(prog, "distil bench cache", description, CACHE_EPILOG)
-    data_dir = os.environ.get("DISTIL_DATA_DIR", "../shared/data")
     parser.add_argument("--only", action="append", choices=bench_cache.MEASUREMENTS,
                         help="run this measurement only (repeatable; default: all four)")
     add_bench_arguments(parser, out="directory for bench-cache.md and bench-cache.csv (default: outputs/tables)",
                         quick="small sizes for a fast check (ratios not meaningful)", with_passes=False)
-    parser.add_argument("--data-dir", type=Path, default=Path(data_dir),
-                        help=f"directory holding sst2/ and wikipedia-sentences/ (default: $DISTIL_DATA_DIR or "
-                             f"{data_dir}, as paths.data_dir)")
+    data_dir_argument(parser, "sst2/ and wikipedia-sentences/", ", as paths.data_dir")
     parser.add_argument("--teacher", default="minilm", help="teacher config for 1 and 2, tokenizer for 3 "
                                                             "(default: minilm)")
     sizes = parser.add_argument_group("sizes (defaults: full / --quick)")

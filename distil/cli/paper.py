@@ -7,11 +7,10 @@ The timing benches take --passes/--threads/--quick/--out as every bench does
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
-from distil.cli.parsing import Command, Parser, run_each, run_group
+from distil.cli.parsing import Command, Parser, data_dir_argument, run_each, run_group
 from distil.common.console import console_command
 
 PAPERS = {
@@ -29,11 +28,6 @@ examples:
   distil paper wu-table5 teacher=minilm            # -> <paths.outputs>/tables/untuned.{md,csv}
   distil paper tang-table2 --quick --out /tmp/t    # small stand-ins, for a check
 """
-
-
-def data_dir_argument(parser: Parser, holds: str, more: str = "") -> None:
-    parser.add_argument("--data-dir", type=Path, default=Path(os.environ.get("DISTIL_DATA_DIR", "../shared/data")),
-                        help=f"the folder holding {holds} (default: $DISTIL_DATA_DIR, else ../shared/data{more})")
 
 
 def timed(parser: Parser, argv: list[str] | None, prog: str, bench, positive: tuple[str, ...]) -> int:

@@ -4,8 +4,10 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable
+from pathlib import Path
 
 Command = Callable[..., int]  # (argv, prog=...) -> exit code
 
@@ -60,3 +62,8 @@ def run_each(runs: list[tuple[str, Command, list[str]]]) -> int:
             ended = exit_.code if isinstance(exit_.code, int) else 1
         code = code or ended
     return code
+
+
+def data_dir_argument(parser: argparse.ArgumentParser, holds: str, more: str = "") -> None:
+    parser.add_argument("--data-dir", type=Path, default=Path(os.environ.get("DISTIL_DATA_DIR", "../shared/data")),
+                        help=f"the folder holding {holds} (default: $DISTIL_DATA_DIR, else ../shared/data{more})")

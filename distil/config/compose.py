@@ -33,9 +33,7 @@ def compose_run_config(overrides: list[str]) -> DictConfig:
     problem = check_overrides(overrides, CONF_DIR)
     if problem:
         raise DistilError(problem)
-    register_configs()  # the schema (base_config) and resolvers the YAML names: distil.cli.main does it on import
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        cfg = compose(config_name="config", overrides=overrides)
+    cfg = copy.deepcopy(composed(tuple(overrides)))  # a copy of the shared composition: it is changed below
     replace_files_map(cfg, overrides)
     quiet_libraries()
     return cfg
