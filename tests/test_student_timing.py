@@ -143,12 +143,12 @@ def test_a_peer_within_the_spread_of_a_faster_runner_student_is_a_tie_not_a_loss
         return [Cell(row=row, column=None, seed=seed, overrides=[], key=f"{row}{seed}", metrics=metrics)
                 for (row, seed), metrics in runs.items()]
 
-    # 82 +- 1.41 against 81 +- 1.41: 1 point, 2 standard errors are 2.83 -> a tie, the target holds
+    # 82 +- 1.41 against 81 +- 1.41: 1 point, the pooled t margin 4.303 x 1.41 = 6.09 -> a tie, the target holds
     tie = targets(cells_of([0.81, 0.83]))[-1]
     assert tie.met is True
     assert tie.spread == (f"every peer matched; tied within the spread: {setfit} (82.00 ± 1.41% (n=2) at "
                           f"10.00 ms; {BILSTM}: 81.00 ± 1.41% (n=2) at 3.00 ms)")
-    # 90.5 +- 0.71: 9.5 points, 2 standard errors are 2.24 -> the peer is more accurate, the target fails
+    # 90.5 +- 0.71: 9.5 points, the margin 4.303 x 1.12 = 4.81 -> the peer is more accurate, the target fails
     assert targets(cells_of([0.90, 0.91]))[-1].met is False
     # one seed of the peer: no spread to judge, the means decide
     assert targets(cells_of([0.815]))[-1].met is False
@@ -164,7 +164,7 @@ def test_the_frontier_judges_a_peer_by_the_seed_noise_pooled_over_every_timed_ro
     cells = [Cell(row=row, column=None, seed=seed, overrides=[], key=f"{row}{seed}", metrics=metrics)
              for (row, seed), metrics in runs.items()]
     # the peer leads the BiLSTM by 1 point, each on two seeds that agree exactly; pooled with the
-    # slower student's spread (variance 8) the seed variance is 8/3, 2 standard errors 3.27: a tie.
+    # slower student's spread (variance 8) the seed variance is 8/3 on 3 df, the margin 3.182 x 1.63 = 5.20: a tie.
     # The two rows' own spread (0) would call any lead beyond it
     assert targets(cells)[-1].met is True
 

@@ -22,7 +22,7 @@ import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
-from distil.tables.orderings import beyond_spread, pooled_variance
+from distil.tables.orderings import beyond_spread, pooled_spread
 from distil.tables.preset import Cell
 
 STATIC, BILSTM, MODEL2VEC = "static (model2vec-style)", "BiLSTM (Mukherjee)", "peer: model2vec (labels)"
@@ -82,7 +82,7 @@ def speed_target(name: str, rows: dict, slow: str, fast: str, field: str, requir
 def frontier_target(rows: dict[str, list[dict]]) -> Target:
     """1 when no peer is more accurate than every runner student at least as fast, else 0. "More
     accurate" as every ordering this project states (distil.tables.orderings): beyond the spread
-    over seeds (the seed variance pooled over every timed row), or by the mean when either side has
+    over seeds (the pooled t-test at 95%, the seed variance and df pooled over every timed row), or by the mean when either side has
     one seed. A peer below the mean of no faster runner student but within the spread of the most
     accurate one is a tie, and the spread says so."""
     timed = {row: runs for row, runs in rows.items() if runs and all("timing" in run for run in runs)}
@@ -92,13 +92,13 @@ def frontier_target(rows: dict[str, list[dict]]) -> Target:
     if not peers or not ours:
         return Target(name, None, 1)
     beaten, tied = [], []
-    variance = pooled_variance(accuracies(runs) for runs in timed.values())  # one seed noise for the task
+    spread = pooled_spread(accuracies(runs) for runs in timed.values())  # one seed noise for the task
     for peer in peers:
         faster = [o for o in ours if latency(timed[o]) <= latency(timed[peer])]
         if any(accuracy(timed[o]) >= accuracy(timed[peer]) for o in faster):
             continue
         rival = max(faster, key=lambda o: accuracy(timed[o])) if faster else None
-        if rival is not None and beyond_spread(accuracies(timed[peer]), accuracies(timed[rival]), variance) is False:
+        if rival is not None and beyond_spread(accuracies(timed[peer]), accuracies(timed[rival]), spread) is False:
             tied.append(f"{peer} ({described(timed[peer])}; {rival}: {described(timed[rival])})")
         else:
             beaten.append(f"{peer} ({nearest(peer, timed, ours)})")

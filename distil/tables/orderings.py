@@ -6,18 +6,20 @@ Table 3: the strategies at each transfer size). Higher is better. For every pair
 the paper's order (the paper's better one first) whose two entries both have our number, ours is
 
   * "holds", "reversed" or "tied": the sign of our difference against the paper's;
-  * "beyond the spread" when |difference| > 2 standard errors of the difference over seeds,
-    "within the spread" otherwise. The standard error is s_p * sqrt(1/n_a + 1/n_b), with s_p^2 the
-    seed variance pooled over every entry of the row or column the pair is ranked within
-    (sum (n_i - 1) s_i^2 / sum (n_i - 1)): one estimate of the seed noise from all its entries
+  * "beyond the spread" when the difference passes the project's one rule, a two-sided t-test at
+    95% (distil.tables.significance): |difference| > t(0.975, df) standard errors, "within the
+    spread" otherwise. The standard error is s_p * sqrt(1/n_a + 1/n_b), with s_p^2 the seed
+    variance pooled over every entry of the row or column the pair is ranked within
+    (sum (n_i - 1) s_i^2 / sum (n_i - 1)) and df its degrees of freedom, sum (n_i - 1): the
+    pooled form of the t-test, one estimate of the seed noise from all its entries
     rather than from the two at hand, because two seeds that happen to land on the same number
     (s = 0) would otherwise make any difference from them "beyond the spread". A row that
     `reads: teacher` is left out of a column's pool: its seeds are separate teacher fine-tunes, a
     different noise from the students' the column compares (a pair with it uses the students' pool);
   * "one seed" when either entry has a single number: no spread to judge, so no claim.
 
-The paragraph ends with each group's pooled spread (s, its degrees of freedom, and the 2 standard
-errors a difference of two means must pass), so prose citing a spread cites the generated number.
+The paragraph ends with each group's pooled spread (s, its degrees of freedom, and the margin
+t(0.975, df) x SE a difference of two means must pass), so prose citing a spread cites the generated number.
 The paragraph is generated with the table, so the README states an ordering only as the seeds
 support it, and a re-run that changes a number changes the sentence too.
 """
@@ -30,8 +32,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from distil.tables.preset import TablePreset
-
-SPREAD_FACTOR = 2.0  # a difference counts when it is more than twice its standard error
+from distil.tables.significance import pooled
 
 
 @dataclass(frozen=True)
@@ -43,13 +44,8 @@ class Spread:
     seeds: int  # the most common number of seeds per entry: the n the group's 2 SE is given for
 
     def typical_margin(self) -> float:
-        """The margin between two means of the group's usual number of seeds."""
-        return margin(self.variance, self.seeds, self.seeds)
-
-
-def margin(variance: float, n_a: int, n_b: int) -> float:
-    """SPREAD_FACTOR standard errors of a difference between a mean of n_a seeds and one of n_b."""
-    return SPREAD_FACTOR * math.sqrt(variance * (1 / n_a + 1 / n_b))
+        """The margin a difference between two means of the group's usual number of seeds must pass."""
+        return pooled([0.0] * self.seeds, [0.0] * self.seeds, self.variance, self.degrees).half_width
 
 
 def pooled_spread(samples: Iterable[Sequence[float]]) -> Spread | None:
@@ -68,16 +64,16 @@ def pooled_variance(samples: Iterable[Sequence[float]]) -> float | None:
     return None if spread is None else spread.variance
 
 
-def beyond_spread(a: Sequence[float], b: Sequence[float], variance: float | None = None) -> bool | None:
-    """Whether mean(a) - mean(b) is more than SPREAD_FACTOR standard errors of the difference,
-    sqrt(variance * (1/n_a + 1/n_b)); `variance` is the seed variance pooled over the entries the
-    pair is ranked among (pooled_variance), by default over a and b alone. None when either has a
-    single value (no spread to judge, so no claim)."""
+def beyond_spread(a: Sequence[float], b: Sequence[float], spread: Spread | None = None) -> bool | None:
+    """Whether mean(a) - mean(b) passes the pooled t-test at 95%: more than t(0.975, df) standard
+    errors sqrt(variance * (1/n_a + 1/n_b)), the variance and df those of `spread`, the seed spread
+    pooled over the entries the pair is ranked among (pooled_spread), by default over a and b alone.
+    None when either has a single value (no spread to judge, so no claim)."""
     if len(a) < 2 or len(b) < 2:
         return None
-    if variance is None:
-        variance = pooled_variance([a, b])
-    return abs(statistics.mean(a) - statistics.mean(b)) > margin(variance, len(a), len(b))
+    if spread is None:
+        spread = pooled_spread([a, b])
+    return bool(pooled(a, b, spread.variance, spread.degrees).significant)
 
 
 @dataclass(frozen=True)
@@ -88,7 +84,7 @@ class Verdict:
     difference: float  # ours: better - worse, in the units shown
     holds: bool
     judged: bool  # both entries have >= 2 seeds
-    beyond: bool  # |difference| > SPREAD_FACTOR standard errors (only when judged)
+    beyond: bool  # the pooled t-test at 95% counts the difference (only when judged)
 
     def text(self, fmt_difference) -> str:
         order = "holds" if self.holds else "tied" if self.difference == 0 else "reversed"
@@ -140,7 +136,6 @@ def verdicts(preset: TablePreset, grid: dict, rows: list[str], columns: list[str
         ranked = [m for value, m in sorted(((v, m) for v, m in published if v is not None),
                                            key=lambda pair: -pair[0])]
         pool = pools.get(group_label(group))
-        variance = None if pool is None else pool.variance
         for better, worse in zip(ranked, ranked[1:], strict=False):
             if paper_value(preset, *at(better, group)) == paper_value(preset, *at(worse, group)):
                 continue  # a tie in the paper states no order
@@ -148,7 +143,7 @@ def verdicts(preset: TablePreset, grid: dict, rows: list[str], columns: list[str
             if a is None or b is None or not a.values or not b.values:
                 continue
             difference = a.mean - b.mean
-            beyond = beyond_spread(a.values, b.values, variance)
+            beyond = beyond_spread(a.values, b.values, pool)
             found.append(Verdict(group_label(group), str(better), str(worse), difference, difference > 0,
                                  beyond is not None, bool(beyond)))
     return found
@@ -163,8 +158,9 @@ def paragraph(preset: TablePreset, found: list[Verdict], fmt_number,
         return ""
     within = "row" if preset.compare == "columns" else "column"
     head = (f"**Orderings against the paper's** (within each {within}, each pair of neighbours in the paper's "
-            f"order, the paper's better one first; our difference; \"beyond the spread\": more than "
-            f"{SPREAD_FACTOR:g} standard errors, the seed variance pooled over the {within}).")
+            f"order, the paper's better one first; our difference; \"beyond the spread\": a t-test at 95% "
+            f"counts it, |difference| > t(0.975, df) standard errors, the seed variance and its df pooled "
+            f"over the {within}).")
     if not found:
         return f"{head} No pair has both our numbers yet."
     held = sum(v.holds for v in found)
@@ -187,8 +183,8 @@ def spread_sentence(preset: TablePreset, group_spreads: dict[str, Spread], fmt_n
     teacher = (" (the teacher's row left out)" if preset.compare == "rows"
                and any(preset.reads_teacher(row.label) for row in preset.rows) else "")
     parts = [f"{group} s = {fmt_number(math.sqrt(spread.variance), signed=False)} on {spread.degrees} df, "
-             f"2 SE = {fmt_number(spread.typical_margin(), signed=False)} (means of {spread.seeds} seeds)"
+             f"margin {fmt_number(spread.typical_margin(), signed=False)} (means of {spread.seeds} seeds)"
              for group, spread in group_spreads.items()]
     return (f"Seed spread pooled over each {within}{teacher}: the pooled sample std s, its degrees of freedom, "
-            f"and the {SPREAD_FACTOR:g} standard errors a difference of two means must pass: "
+            f"and the margin t(0.975, df) x SE a difference of two means must pass: "
             + "; ".join(parts) + ".")
