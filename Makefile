@@ -6,7 +6,7 @@ export HF_HUB_OFFLINE ?= 1
 export HF_DATASETS_OFFLINE ?= 1
 
 .PHONY: help install demo test test-slow bench lint clean schedules-xd schedules-mukherjee students-bbc mrpc wikiann \
-	tables tables-status table-% readme-results frontier
+	tables tables-status table-% readme-results results frontier
 
 help:  ## list the targets (the default)
 	@grep -E '^[a-z0-9.%-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 22
@@ -52,6 +52,9 @@ wikiann:  ## NER in 6 languages with the BiLSTM tagger (README, Measured)
 
 readme-results:  ## regenerate README's Results section from outputs/tables/*.md (idempotent)
 	$(PYTHON) scripts/readme_results.py
+
+results:  ## every paper table from the recorded cells (results/cells), then docs/results/: a page per paper and the findings overview
+	distil table --all --render-only --pages
 
 # A paper's table: `make table-xtremedistil-3` runs distil/conf/table/xtremedistil-table3.yaml's missing
 # cpu-scale cells and writes outputs/tables/xtremedistil-table3.* (SCALE=paper for the paper's scale).

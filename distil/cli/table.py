@@ -23,6 +23,7 @@ examples:
   distil table NAME --render-only         # write NAME's table from the cells done so far; run nothing
   distil table NAME --only SST-2          # run only the cells of that row or column first (repeatable)
   distil table --frontier-targets         # issue 15's targets on the frontier runs -> frontier-targets.{md,csv}
+  distil table --all --render-only --pages  # every table from the recorded cells, then docs/results/ (make results)
 """
 
 
@@ -54,13 +55,17 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     parser.add_argument("--frontier-targets", action="store_true",
                         help="write outputs/tables/frontier-targets.{md,csv}: issue 15's targets checked on the "
                              "frontier runs done at --scale (make frontier's last step); runs nothing")
+    parser.add_argument("--pages", nargs="?", const="docs/results", metavar="DIR",
+                        help="write the results pages (one per paper and the findings overview, default "
+                             "docs/results) from the tables in outputs/tables, after any tables this command "
+                             "writes; runs nothing")
     return parser
 
 
 def parse_args(argv: list[str] | None, prog: str = "distil table") -> argparse.Namespace:
     parser = build_parser(prog)
     args = parser.parse_args(argv)
-    if not (args.names or args.all or args.list or args.frontier_targets):
+    if not (args.names or args.all or args.list or args.frontier_targets or args.pages):
         parser.error(f"name a preset ({prog} --list shows them), or give --all")
     return args
 
@@ -78,6 +83,13 @@ def main(argv: list[str] | None = None, prog: str = "distil table") -> int:
             from distil.tables.frontier_targets import write_targets
 
             frame = write_targets(args.scale, outputs_root())
+        if args.pages and not failed:
+            from pathlib import Path
+
+            from distil.tables.pages import write_pages
+
+            for path in write_pages(outputs_root() / "tables", Path(args.pages)):
+                print(f"{prog}: wrote {path}")
     if failed:
         print(f"{prog}: error: {len(failed)} cell(s) failed (status in their metrics.json; the tables mark "
               f"them): {'; '.join(failed)}", file=sys.stderr)

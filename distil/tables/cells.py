@@ -41,7 +41,9 @@ NOT_TIMED = "not timed yet"  # a finished run's timing column before the table's
 def cell_specs(preset: TablePreset, scale: str) -> list[tuple[str, str | None, int, list[str]]]:
     """(row, column, seed, overrides) of every cell at `scale`, without composing anything.
     Only a sweep has cells (a data table reads dataset summaries, a bench table bench.csv; their
-    axes name datasets, fields and bench models), and a scale the preset does not define has none."""
+    axes name datasets, fields and bench models), and a scale the preset does not define has none.
+    Seed-major: every cell of the first seed comes before any of the second, so a sweep cut short
+    (a session's end) leaves whole seeds of the table rather than some cells with every seed."""
     if preset.kind != "sweep" or scale not in preset.scales:
         return []
     base = preset.scales[scale]
@@ -51,7 +53,7 @@ def cell_specs(preset: TablePreset, scale: str) -> list[tuple[str, str | None, i
     return [(row.label, column and column.label, seed,
              [*base.base, *row.overrides_for(scale), *(column.overrides_for(scale) if column else []),
               *([choice] if choice else []), f"seed={seed}"])
-            for row in rows for column in columns for seed in base.seeds for choice in choices]
+            for seed in base.seeds for row in rows for column in columns for choice in choices]
 
 
 def selection_options(preset: TablePreset) -> list[str | None]:

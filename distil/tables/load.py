@@ -18,7 +18,8 @@ from omegaconf.errors import OmegaConfBaseException
 
 from distil.config.overrides import CONFIG_DIR_ENV
 from distil.errors import DistilError, check_choice, unknown_choice
-from distil.tables.preset import BENCHES, COMPARES, FORMATS, KINDS, READS, ROWS_FROM, SCALES, SETS, Axis, TablePreset
+from distil.tables.preset import (BENCHES, COMPARES, FORMATS, KINDS, READS, RELATIONS, ROWS_FROM, SCALES, SETS, Axis,
+                                  Finding, TablePreset)
 
 PRESET_DIR = Path(__file__).resolve().parent.parent / "conf" / "table"
 # a preset file's first line states what its cpu scale costs: the budget of `make tables` is the sum
@@ -133,6 +134,8 @@ def check_preset(preset: TablePreset, source: Path | str) -> None:
         _check_select(preset, where)
     _check_paper_values(preset, where)
     _check_cells(preset, where, "empty", preset.empty)  # a typo in `empty` would hide a number
+    for i, finding in enumerate(preset.findings):
+        _check_finding(preset, finding, f"{where}: findings[{i}]")
 
 
 def _check_select(preset: TablePreset, where: str) -> None:
@@ -147,6 +150,30 @@ def _check_select(preset: TablePreset, where: str) -> None:
     if not (isinstance(by, str) and by.split(".")[1:2] == ["dev"]):
         raise DistilError(f"{where}: select.by must be a dev score (e.g. student.dev.accuracy), not '{by}': "
                           f"test sets are only reported; fix the preset")
+
+
+def _check_finding(preset: TablePreset, finding: Finding, where: str) -> None:
+    """A finding names two rows or two columns of a sweep, reads them in groups the table has, and
+    says what its scales lack in scales it has."""
+    if preset.kind != "sweep":
+        raise DistilError(f"{where}: a finding compares the runs of a sweep; a {preset.kind} table has none: remove it")
+    check_choice("relation", finding.relation, RELATIONS, where=where)
+    rows, columns = [r.label for r in preset.rows], [c.label for c in preset.columns]
+    pair = {finding.better, finding.worse}
+    if len(pair) != 2 or not (pair <= set(rows) or pair <= set(columns)):
+        raise DistilError(f"{where}: better and worse must name two rows or two columns of the table "
+                          f"(rows: {', '.join(rows)}; columns: {', '.join(columns) or 'none'}); fix the preset")
+    groups = columns if pair <= set(rows) else rows
+    unknown = [g for g in finding.groups or [] if g not in groups]
+    if unknown:
+        raise DistilError(f"{where}: groups names '{unknown[0]}', which is not one of {', '.join(groups)}; "
+                          f"fix the preset")
+    scales = [s for s in finding.not_comparable if s not in SCALES]
+    if scales:
+        raise DistilError(f"{where}: not_comparable names scale '{scales[0]}'; choose from: {', '.join(SCALES)}")
+    if finding.margin < 0 or (finding.margin and finding.relation != ">="):
+        raise DistilError(f"{where}: margin {finding.margin} is how far below `worse` still reaches it: "
+                          f"0 or more, and only with relation: '>='; fix the preset")
 
 
 AXIS_FIELDS = {"label", "overrides", "value", "format", "reads"}

@@ -105,6 +105,27 @@ class Axis:
         return list(self.overrides)
 
 
+RELATIONS = (">", ">=")  # a finding's claim: the better entry above the worse, or reaching it (within a margin)
+
+
+@dataclass
+class Finding:
+    """One of the paper's claims that a table can test: `better` and `worse` name two rows (read in
+    each column) or two columns (read in each row); distil.tables.findings judges it on our seeds."""
+
+    claim: str  # the paper's claim in a few words, e.g. "soft distillation beats hard distillation"
+    better: str  # the row or column label the paper finds better (or, with >=, the one that reaches)
+    worse: str
+    section: str = ""  # where the paper says so, e.g. "§6.3, Table 8"
+    # ">": better above worse; ">=": better reaches worse, at most `margin` below it (in the units shown)
+    relation: str = ">"
+    margin: float = 0.0
+    groups: list[str] | None = None  # the columns (or rows) it is read in; null: every one
+    headline: int | None = None  # its number among the headline findings of the findings overview
+    # scale -> the mechanism the finding needs that this scale lacks (the verdict is then "not comparable")
+    not_comparable: dict[str, str] = field(default_factory=dict)
+
+
 @dataclass
 class TablePreset:
     name: str
@@ -137,6 +158,8 @@ class TablePreset:
     # rank the columns within each row, or the rows within each column, against the paper's order
     # (distil.tables.orderings): null (no orderings paragraph), columns or rows
     compare: str | None = None
+    # the paper's claims this table tests, each judged on our seeds (distil.tables.findings)
+    findings: list[Finding] = field(default_factory=list)
 
     def row(self, label: str) -> Axis | None:
         """The row axis with this label (None: a label the preset has no row for)."""

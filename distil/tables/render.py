@@ -21,11 +21,13 @@ Seeds: a cell over several seeds shows "mean ± std (n=k)", std being the sample
 deviation (ddof=1) over the k seeds that produced a number; seeds that failed are counted
 beside it. A cell without a number shows why: its error cut to 60 characters, or "not run".
 The table itself shows numbers only; with `compare`, a paragraph under it (distil.tables.orderings)
-says, pair by pair, whether the paper's order holds in ours and whether the seeds' spread supports it.
+says, pair by pair, whether the paper's order holds in ours and whether the seeds' spread supports it;
+with `findings`, a block after it judges each of the paper's claims the table tests (distil.tables.findings).
 """
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -36,7 +38,7 @@ import pandas as pd
 
 from distil.common.markdown import to_markdown
 from distil.errors import DistilError, check_choice
-from distil.tables import orderings
+from distil.tables import findings, orderings
 from distil.tables.cells import NOT_RUN, NOT_TIMED, runs_of, waiting
 from distil.tables.preset import BENCHES, Axis, Cell, TablePreset, bench_csv
 
@@ -98,7 +100,8 @@ class Entry:
 
 
 def write_table(preset: TablePreset, cells: list[Cell], out_dir: Path, scale: str = "cpu") -> list[Path]:
-    """Write `<out_dir>/<preset.name>.{md,csv,tex}` and, if preset.plot is set, `.png`; return the paths."""
+    """Write `<out_dir>/<preset.name>.{md,csv,tex}`, `.findings.json` where the preset lists findings
+    (distil.tables.findings) and, if preset.plot is set, `.png`; return the paths."""
     from distil.common.atomic import write_atomic
 
     check_renderable(preset)
@@ -108,13 +111,20 @@ def write_table(preset: TablePreset, cells: list[Cell], out_dir: Path, scale: st
     grid = aggregate(samples)
     shown = display_frame(preset, grid, rows, columns)
     paths = {ext: out_dir / f"{preset.name}.{ext}" for ext in ("md", "csv", "tex")}
-    order = orderings.paragraph(preset, orderings.verdicts(preset, grid, rows, columns, paper_value),
-                                lambda value, signed=True: number_text(value, preset.format, signed=signed),
+    def fmt(value: float, signed: bool = True) -> str:
+        return number_text(value, preset.format, signed=signed)
+
+    order = orderings.paragraph(preset, orderings.verdicts(preset, grid, rows, columns, paper_value), fmt,
                                 orderings.spreads(preset, grid, rows, columns))
+    judged = findings.judgements(preset, grid, scale, paper_value)
+    order = "\n\n".join(part for part in (order, findings.block(judged, fmt)) if part)
     write_atomic(paths["md"], markdown(preset, shown, footer(preset, cells, grid, scale), order))
     write_atomic(paths["csv"], long_frame(preset, grid, rows, columns).to_csv(index=False))
     write_atomic(paths["tex"], latex(preset, shown))
     written = list(paths.values())
+    if judged:
+        written.append(out_dir / f"{preset.name}.findings.json")
+        write_atomic(written[-1], json.dumps(findings.record(preset, judged), indent=1) + "\n")
     if preset.plot:
         written.append(write_plot(preset, cells, grid, rows, columns, out_dir / f"{preset.name}.png"))
     return written

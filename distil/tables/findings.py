@@ -1,0 +1,170 @@
+"""A table's findings: each claim of the paper its preset lists (`findings:`), judged on our seeds.
+
+A finding names two rows (read in each column) or two columns (read in each row) and the paper's
+relation between them: `>` (the better one above) or `>=` (it reaches the other, at most `margin`
+below). In every group it is read in, our difference is mean(better) - mean(worse) over seeds with
+its 95% Welch interval (distil.tables.significance; with `>=` the margin is added, so the same rule
+asks whether better is above worse - margin), and the verdict is
+
+  * reproduced: the paper's direction, and the interval leaves out zero;
+  * consistent: the paper's direction, the interval reaches zero (not significant);
+  * inconclusive: tied or reversed, not significant;
+  * contradicts: reversed, and the interval leaves out zero;
+
+provided both entries have at least MIN_SEEDS seeds and no seed's run stopped at its epoch cap while
+still improving (distil.tables.render's "still improving"): a comparison short of either is "not
+judged", with why. A finding the scale cannot test, because the scale lacks the mechanism it
+depends on (the preset's `not_comparable`, which names that mechanism), is "not comparable".
+
+A finding read in several groups (Table 8 over four datasets) takes the weakest verdict of the
+groups where it was judged: it is reproduced only where every judged group reproduces it. The
+verdict is computed here from the recorded cells and never written by hand.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from distil.tables.preset import Finding, TablePreset
+from distil.tables.significance import CONFIDENCE, Difference, welch
+
+MIN_SEEDS = 3
+VERDICTS = ("reproduced", "consistent", "inconclusive", "contradicts")  # best first
+NOT_JUDGED, NOT_COMPARABLE = "not judged", "not comparable"
+RULE = (f"Welch's t-test at {CONFIDENCE:.0%} on the seeds, each side at least {MIN_SEEDS} seeds and no run "
+        "stopped still improving")
+LEGEND = ("reproduced: the paper's direction, significant; consistent: the paper's direction, not significant; "
+          "inconclusive: tied or reversed, not significant; contradicts: reversed, significant; not comparable: "
+          "this scale lacks the mechanism the finding depends on; not judged: too few seeds, a run still "
+          "improving, or not run")
+
+
+@dataclass(frozen=True)
+class Reading:
+    """The finding in one group (a column for two rows, a row for two columns)."""
+
+    group: str | None
+    paper: tuple[float | None, float | None]  # the paper's better, worse
+    ours: tuple[float | None, float | None]  # our means
+    seeds: tuple[int, int]
+    difference: Difference | None  # mean(better) - mean(worse); None: a side has no number
+    verdict: str
+    why: str = ""  # for "not judged": what is missing
+
+
+@dataclass
+class Judgement:
+    finding: Finding
+    scale: str
+    readings: list[Reading] = field(default_factory=list)
+
+    @property
+    def verdict(self) -> str:
+        if self.finding.not_comparable.get(self.scale):
+            return NOT_COMPARABLE
+        judged = [r.verdict for r in self.readings if r.verdict in VERDICTS]
+        return max(judged, key=VERDICTS.index) if judged else NOT_JUDGED
+
+    @property
+    def reason(self) -> str:
+        """Why the verdict is what it is, where it is no comparison: the mechanism, or what is missing."""
+        if self.verdict == NOT_COMPARABLE:
+            return self.finding.not_comparable[self.scale]
+        if self.verdict == NOT_JUDGED:
+            return "; ".join(dict.fromkeys(r.why for r in self.readings)) or "no group to read it in"
+        return ""
+
+
+def verdict_of(difference: Difference) -> str:
+    """The verdict of one judged difference (the margin already added)."""
+    if difference.significant:
+        return VERDICTS[0] if difference.estimate > 0 else VERDICTS[3]
+    return VERDICTS[1] if difference.estimate > 0 else VERDICTS[2]
+
+
+def judge(preset: TablePreset, finding: Finding, grid: dict, scale: str,
+          paper_value: Callable[[TablePreset, str, str | None], float | None]) -> Judgement:
+    """The finding read in each of its groups of `grid` ((row, column) -> render.Entry)."""
+    by_rows = finding.better in {row.label for row in preset.rows}
+    groups = finding.groups or ([c.label for c in preset.columns] or [None] if by_rows
+                                else [r.label for r in preset.rows])
+
+    def at(member: str, group: str | None) -> tuple[str, str | None]:
+        return (member, group) if by_rows else (group, member)
+
+    judgement = Judgement(finding, scale)
+    for group in groups:
+        a, b = grid.get(at(finding.better, group)), grid.get(at(finding.worse, group))
+        paper = (paper_value(preset, *at(finding.better, group)), paper_value(preset, *at(finding.worse, group)))
+        judgement.readings.append(reading(finding, group, a, b, paper))
+    return judgement
+
+
+def reading(finding: Finding, group: str | None, a, b, paper: tuple) -> Reading:
+    values = [[] if entry is None else entry.values for entry in (a, b)]
+    seeds = (len(values[0]), len(values[1]))
+    ours = tuple(sum(v) / len(v) if v else None for v in values)
+    if not all(values):
+        return Reading(group, paper, ours, seeds, None, NOT_JUDGED, "not run")
+    raw = welch(values[0], values[1])
+    shifted = Difference(raw.estimate + finding.margin, raw.half_width, raw.degrees)
+    improving = sum(entry.improving for entry in (a, b))
+    if min(seeds) < MIN_SEEDS:
+        return Reading(group, paper, ours, seeds, raw, NOT_JUDGED, f"fewer than {MIN_SEEDS} seeds")
+    if improving:
+        return Reading(group, paper, ours, seeds, raw, NOT_JUDGED,
+                       f"{improving} run{'s' * (improving > 1)} still improving")
+    return Reading(group, paper, ours, seeds, raw, verdict_of(shifted))
+
+
+def judgements(preset: TablePreset, grid: dict, scale: str, paper_value) -> list[Judgement]:
+    return [judge(preset, finding, grid, scale, paper_value) for finding in preset.findings]
+
+
+def claim_text(finding: Finding) -> str:
+    relation = (f"reaches (at most {finding.margin:g} below)" if finding.margin else "reaches") \
+        if finding.relation == ">=" else ">"
+    return f"{finding.better} {relation} {finding.worse}"
+
+
+def reading_text(r: Reading, fmt: Callable[..., str]) -> str:
+    where = f"{r.group}: " if r.group is not None else ""
+    paper = (f"paper {fmt(r.paper[0], signed=False)} vs {fmt(r.paper[1], signed=False)} "
+             f"({fmt(r.paper[0] - r.paper[1])}); " if None not in r.paper else "paper –; ")
+    if r.difference is None:
+        return f"{where}{paper}ours not run"
+    d = r.difference
+    interval = (f" [{fmt(d.low)}, {fmt(d.high)}]" if d.judged else " (no interval: one seed)")
+    ours = (f"ours {fmt(r.ours[0], signed=False)} vs {fmt(r.ours[1], signed=False)}: {fmt(d.estimate)}{interval} "
+            f"(n={r.seeds[0]}, {r.seeds[1]})")
+    verdict = r.verdict if r.verdict != NOT_JUDGED else f"not judged: {r.why}"
+    return f"{where}{paper}{ours} → {verdict}"
+
+
+def block(found: list[Judgement], fmt: Callable[..., str]) -> str:
+    """The md findings block under a table: each claim, its verdict, and its reading in each group."""
+    if not found:
+        return ""
+    lines = [f"**Findings** (each of the paper's claims this table tests, judged by {RULE}; a claim read in "
+             f"several groups takes its weakest judged verdict. {LEGEND[0].upper()}{LEGEND[1:]}.)", ""]
+    for i, judgement in enumerate(found, 1):
+        f = judgement.finding
+        cite = f" ({f.section})" if f.section else ""
+        reason = f": {judgement.reason}" if judgement.reason else ""
+        lines.append(f"{i}. *{f.claim}*{cite}, {claim_text(f)}: **{judgement.verdict}**{reason}")
+        lines += [f"   - {reading_text(r, fmt)}" for r in judgement.readings]
+    return "\n".join(lines)
+
+
+def record(preset: TablePreset, found: list[Judgement]) -> list[dict]:
+    """The findings as data (outputs/tables/<name>.findings.json), for the overview page and the README."""
+    return [{"table": preset.name, "paper": preset.paper, "table_title": f"{preset.table}: {preset.title}",
+             "claim": j.finding.claim, "section": j.finding.section, "relation": claim_text(j.finding),
+             "headline": j.finding.headline, "scale": j.scale, "verdict": j.verdict, "reason": j.reason,
+             "readings": [{"group": r.group, "paper": list(r.paper), "ours": list(r.ours), "seeds": list(r.seeds),
+                           "difference": None if r.difference is None else r.difference.estimate,
+                           "low": None if r.difference is None else r.difference.low,
+                           "high": None if r.difference is None else r.difference.high,
+                           "verdict": r.verdict, "why": r.why} for r in j.readings]}
+            for j in found]

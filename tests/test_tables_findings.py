@@ -1,0 +1,109 @@
+"""distil.tables.findings through write_table: each of the paper's claims, judged on our seeds."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from distil.errors import DistilError
+from distil.tables.preset import Axis, Cell, Finding, Scale, TablePreset
+from distil.tables.render import write_table
+
+ROWS, COLUMNS = ["SST-2", "IMDB", "AG"], ["hard", "soft"]
+PAPER = {"SST-2": {"soft": 93.56, "hard": 92.57}, "IMDB": {"soft": 91.70, "hard": 91.21}, "AG": {"soft": 94.33, "hard": 93.17}}
+
+
+def run(row: str, column: str, seed: int, accuracy: float, improving: bool = False) -> Cell:
+    stage = {"name": "S1", "step": "all", "best_epoch": 30 if improving else 4, "epochs_run": 30 if improving else 7}
+    return Cell(row=row, column=column, seed=seed, overrides=[], key=f"{row}-{column}-{seed}",
+                metrics={"status": "ok", "student": {"test": {"accuracy": accuracy}, "stages": [stage]}})
+
+
+def table(finding: Finding, seeds=(1, 2, 3)) -> TablePreset:
+    return TablePreset(name="mukherjee-table8", paper="Mukherjee & Awadallah (2019)", table="Table 8", title="soft vs hard",
+                       scales={"cpu": Scale(seeds=list(seeds))}, rows=[Axis(r) for r in ROWS],
+                       columns=[Axis(c) for c in COLUMNS], paper_values=PAPER, findings=[finding])
+
+
+SOFT = Finding(claim="soft distillation beats hard distillation", better="soft", worse="hard", section="§6.3")
+CELLS = (
+    # SST-2: soft 80.1, 81.3, 79.8 against hard 78.0, 78.9, 77.2: +2.37, Welch [+0.50, +4.23] -> reproduced
+    [run("SST-2", "soft", s, v) for s, v in ((1, 0.801), (2, 0.813), (3, 0.798))]
+    + [run("SST-2", "hard", s, v) for s, v in ((1, 0.780), (2, 0.789), (3, 0.772))]
+    # IMDB: soft 80.1, 81.3, 79.8 against 79.0, 80.9, 78.2: +1.03 [-1.81, +3.88] -> consistent
+    + [run("IMDB", "soft", s, v) for s, v in ((1, 0.801), (2, 0.813), (3, 0.798))]
+    + [run("IMDB", "hard", s, v) for s, v in ((1, 0.790), (2, 0.809), (3, 0.782))]
+    # AG: two seeds only -> not judged
+    + [run("AG", c, s, 0.9) for c in COLUMNS for s in (1, 2)]
+)
+
+
+def findings_of(tmp_path, preset: TablePreset, cells: list[Cell]) -> tuple[str, list[dict]]:
+    write_table(preset, cells, tmp_path)
+    return ((tmp_path / f"{preset.name}.md").read_text(),
+            json.loads((tmp_path / f"{preset.name}.findings.json").read_text()))
+
+
+def test_a_claim_read_in_several_groups_takes_its_weakest_judged_verdict(tmp_path):
+    text, record = findings_of(tmp_path, table(SOFT), CELLS)
+    assert ("1. *soft distillation beats hard distillation* (§6.3), soft > hard: **consistent**\n"
+            "   - SST-2: paper 93.56 vs 92.57 (+0.99); ours 80.40 vs 78.03: +2.37 [+0.50, +4.23] (n=3, 3) → reproduced\n"
+            "   - IMDB: paper 91.70 vs 91.21 (+0.49); ours 80.40 vs 79.37: +1.03 [-1.81, +3.88] (n=3, 3) → consistent\n"
+            "   - AG: paper 94.33 vs 93.17 (+1.16); ours 90.00 vs 90.00: +0.00 [+0.00, +0.00] (n=2, 2) "
+            "→ not judged: fewer than 3 seeds") in text
+    assert record[0]["verdict"] == "consistent"
+    assert [r["verdict"] for r in record[0]["readings"]] == ["reproduced", "consistent", "not judged"]
+    assert record[0]["readings"][0]["low"] == pytest.approx(0.4984, abs=1e-3)
+
+
+def test_a_reversal_the_interval_excludes_contradicts_and_one_within_it_is_inconclusive(tmp_path):
+    flipped = Finding(claim="hard beats soft", better="hard", worse="soft", groups=["SST-2"])
+    _, record = findings_of(tmp_path, table(flipped), CELLS)
+    assert record[0]["verdict"] == "contradicts"
+    flipped = Finding(claim="hard beats soft", better="hard", worse="soft", groups=["IMDB"])
+    _, record = findings_of(tmp_path, table(flipped), CELLS)
+    assert record[0]["verdict"] == "inconclusive"
+
+
+def test_a_run_still_improving_leaves_its_comparison_not_judged(tmp_path):
+    cells = [c for c in CELLS if not (c.row == "SST-2" and c.column == "hard" and c.seed == 3)]
+    cells.append(run("SST-2", "hard", 3, 0.772, improving=True))
+    one = Finding(claim="soft beats hard", better="soft", worse="hard", groups=["SST-2"])
+    text, record = findings_of(tmp_path, table(one), cells)
+    assert record[0]["verdict"] == "not judged"
+    assert record[0]["reason"] == "1 run still improving"
+    assert "→ not judged: 1 run still improving" in text
+
+
+def test_reaching_within_a_margin_shifts_the_same_test(tmp_path):
+    # IMDB hard 79.37 against soft 80.40: -1.03 [-3.88, +1.81]; with a 4-point margin the shifted
+    # interval [+0.12, +5.81] leaves out zero: hard reaches soft; with 1.5, +0.47 [-2.38, +3.31]: consistent
+    reach = Finding(claim="hard reaches soft", better="hard", worse="soft", relation=">=", margin=4.0, groups=["IMDB"])
+    text, record = findings_of(tmp_path, table(reach), CELLS)
+    assert record[0]["verdict"] == "reproduced"
+    assert "hard reaches (at most 4 below) soft: **reproduced**" in text
+    reach = Finding(claim="hard reaches soft", better="hard", worse="soft", relation=">=", margin=1.5, groups=["IMDB"])
+    assert findings_of(tmp_path, table(reach), CELLS)[1][0]["verdict"] == "consistent"
+
+
+def test_a_scale_without_the_mechanism_is_not_comparable_whatever_the_numbers(tmp_path):
+    missing = Finding(claim="soft beats hard", better="soft", worse="hard",
+                      not_comparable={"cpu": "pre-training at the unigram level"})
+    text, record = findings_of(tmp_path, table(missing), CELLS)
+    assert record[0]["verdict"] == "not comparable"
+    assert "soft > hard: **not comparable**: pre-training at the unigram level" in text
+
+
+def test_a_finding_must_name_two_rows_or_two_columns(tmp_path):
+    from distil.tables.load import check_preset
+
+    bad = table(Finding(claim="x", better="soft", worse="SST-2"))
+    with pytest.raises(DistilError, match="better and worse must name two rows or two columns"):
+        check_preset(bad, "mukherjee-table8.yaml")
+    bad = table(Finding(claim="x", better="soft", worse="hard", groups=["Elec"]))
+    with pytest.raises(DistilError, match="groups names 'Elec'"):
+        check_preset(bad, "mukherjee-table8.yaml")
+    bad = table(Finding(claim="x", better="soft", worse="hard", margin=1.0))
+    with pytest.raises(DistilError, match="only with relation: '>='"):
+        check_preset(bad, "mukherjee-table8.yaml")
