@@ -48,21 +48,23 @@ def test_masking_and_pos_replacement_are_mutually_exclusive_and_split_the_unit_i
         assert abs(counts[outcome] / n - p) < 4 * np.sqrt(p * (1 - p) / n), outcome
 
 
-def test_pos_replacement_keeps_the_tag_and_follows_the_tags_unigram_distribution():
+def test_pos_replacement_keeps_the_tag_and_follows_the_tags_unigram_distribution_without_the_word():
     corpus = [tagged("the cat saw a dog", "DT NN VBD DT NN"), tagged("the dog ran", "DT NN VBD"),
-              tagged("a dog sat", "DT NN VBD")]
+              tagged("a dog sat", "DT NN VBD"), tagged("a pig ran", "DT NN VBD"), tagged("the pig sat", "DT NN VBD")]
     lexicon = PosLexicon(corpus)
     tag_of = {w: t for s in corpus for w, t in zip(s.words, s.tags, strict=True)}
     settings = TangSettings(p_mask=0.0, p_pos=1.0, p_ng=0.0)
     rng = np.random.default_rng(0)
-    nouns = Counter()
+    for_cat = Counter()
     for _ in range(4000):
         out = synthetic(corpus[0], settings, lexicon, rng).split()
         assert [tag_of[w] for w in out] == list(corpus[0].tags)  # same tag at every position
-        nouns.update(out[i] for i in (1, 4))
-    # NN in the corpus: dog 3 times, cat once -> dog is drawn 3/4 of the time
-    share = nouns["dog"] / (nouns["dog"] + nouns["cat"])
-    assert abs(share - 0.75) < 4 * np.sqrt(0.75 * 0.25 / 8000)
+        for_cat[out[1]] += 1
+    # NN in the corpus: dog 3 times, pig twice, cat once; "cat" becomes another noun (Tang's slides,
+    # "Data Augmentation"), drawn from the rest of the tag's distribution: dog 3/5, pig 2/5
+    assert for_cat["cat"] == 0
+    share = for_cat["dog"] / 4000
+    assert abs(share - 0.6) < 4 * np.sqrt(0.6 * 0.4 / 4000)
 
 
 def test_lexicon_draws_each_word_on_its_share_of_the_unit_interval():

@@ -131,7 +131,8 @@ def augmented_examples(cfg: AugmentConfig, chosen: TangSettings, iterations: int
     digest = texts_digest(sides)
     tags = pos_tags(cfg, sides, digest, store) if cfg.p_pos > 0 else None
     spec = {"texts": digest, "settings": chosen.__dict__, "n_iter": iterations, "dedupe": cfg.dedupe,
-            "max_examples": cfg.max_examples, "tags": tags.key if tags else "whitespace", "seed": seed, "format": 1}
+            "max_examples": cfg.max_examples, "tags": tags.key if tags else "whitespace", "seed": seed,
+            "format": 2 if tags else 1}  # 2: POS replacement draws another word (1 could draw it back)
     describe = {"method": cfg.method, "source": cfg.source, "source_examples": len(sides[0])}
 
     def sentences() -> Iterator[tuple[Sentence, ...]]:

@@ -1,8 +1,10 @@
 """Tang et al. (2019) augmentation of one example, "Data Augmentation Procedure" (tang-2019 slides):
 
 - for each word w_i draw X_i ~ U[0, 1]: X_i < p_mask -> the mask token ("masking");
-  p_mask <= X_i < p_mask + p_pos -> a word of w_i's POS tag drawn from the corpus's unigram
-  distribution of that tag ("POS-guided word replacement"); the two are mutually exclusive;
+  p_mask <= X_i < p_mask + p_pos -> another word of w_i's POS tag, drawn from the corpus's unigram
+  distribution of that tag without w_i ("POS-guided word replacement": "they replace a word with
+  another of the same POS tag", slides, "Data Augmentation"; w_i stays only when its tag has no
+  other word); the two are mutually exclusive;
 - then, with probability p_ng, the synthetic example becomes one of its n-grams, n drawn
   uniformly from {1, ..., ngram_max = 5} ("n-gram sampling");
 - n_iter synthetic examples are drawn per example and duplicates discarded (the original too:
@@ -55,12 +57,25 @@ class PosLexicon:
                 by_word = counts.setdefault(tag, {})
                 by_word[word] = by_word.get(word, 0) + 1
         self.words = {tag: list(by_word) for tag, by_word in counts.items()}
+        self.position = {tag: {word: i for i, word in enumerate(by_word)} for tag, by_word in counts.items()}
         self.cumulative = {tag: np.cumsum(list(by_word.values())) for tag, by_word in counts.items()}
 
-    def draw(self, tag: str, uniform: float) -> str:
-        """The word of `tag` at `uniform` in [0, 1) of its cumulative distribution."""
-        cumulative = self.cumulative[tag]
-        return self.words[tag][int(np.searchsorted(cumulative, uniform * cumulative[-1], side="right"))]
+    def draw(self, tag: str, uniform: float, other_than: str | None = None) -> str:
+        """The word of `tag` at `uniform` in [0, 1) of its cumulative distribution; with `other_than`,
+        of the distribution without that word (renormalised), so the draw is another word of the tag
+        (Tang's slides, "Data Augmentation": "replace a word with another of the same POS tag"). A tag
+        whose only word is `other_than` has no other word to give: it gives that word back."""
+        cumulative, words = self.cumulative[tag], self.words[tag]
+        excluded = self.position[tag].get(other_than) if other_than is not None else None
+        if excluded is None or len(words) == 1:
+            return words[int(np.searchsorted(cumulative, uniform * cumulative[-1], side="right"))]
+        before = cumulative[excluded - 1] if excluded else 0
+        own = cumulative[excluded] - before
+        rest = cumulative[-1] - own
+        point = min(uniform * rest, np.nextafter(rest, 0))  # on the line without the excluded word's share ...
+        if point >= before:
+            point += own  # ... mapped back past it
+        return words[int(np.searchsorted(cumulative, point, side="right"))]
 
 
 @dataclass(frozen=True)
@@ -80,7 +95,7 @@ def synthetic(sentence: Sentence, settings: TangSettings, lexicon: PosLexicon | 
         if x < settings.p_mask:
             words[i] = settings.mask_token
         elif x < settings.p_mask + settings.p_pos:
-            words[i] = lexicon.draw(sentence.tags[i], rng.random())
+            words[i] = lexicon.draw(sentence.tags[i], rng.random(), other_than=sentence.words[i])
     if rng.random() < settings.p_ng and words:
         n = min(int(rng.integers(1, settings.ngram_max + 1)), len(words))
         start = int(rng.integers(0, len(words) - n + 1))
