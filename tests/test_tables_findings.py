@@ -107,3 +107,13 @@ def test_a_finding_must_name_two_rows_or_two_columns(tmp_path):
     bad = table(Finding(claim="x", better="soft", worse="hard", margin=1.0))
     with pytest.raises(DistilError, match="only with relation: '>='"):
         check_preset(bad, "mukherjee-table8.yaml")
+
+
+def test_a_teacher_key_whose_runs_record_different_scores_is_reported_in_one_line(tmp_path):
+    cells = [run("SST-2", c, s, 0.8) for c in COLUMNS for s in (1, 2, 3)]
+    for i, cell in enumerate(cells):
+        cell.metrics |= {"metric": "accuracy", "artifacts": {"teacher": "minilm-f0941cefb33abdae"},
+                         "teacher": {"test": {"accuracy": 0.8127 if i < 4 else 0.8122}}}
+    write_table(table(SOFT), cells, tmp_path)
+    assert ("Teacher minilm-f0941cefb33abdae: its runs record test 81.27 (4 runs) and 81.22 (2 runs): one key, "
+            "different weights") in (tmp_path / "mukherjee-table8.md").read_text()

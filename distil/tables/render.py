@@ -534,8 +534,27 @@ def footer(preset: TablePreset, cells: list[Cell], grid: dict, scale: str) -> st
     improving = sum(still_improving(student_steps(cell.metrics))
                     for cell, problem in zip(runs, problems, strict=True) if problem is None)
     seeds = ", ".join(str(s) for s in sorted({cell.seed for cell in cells})) or "none"
-    return (f"Scale: {scale}; seeds: {seeds}; cells: {done} done ({improving} {STILL_IMPROVING}), "
-            f"{len(problems) - done - not_run} failed, {not_run} not run.")
+    return "\n".join([f"Scale: {scale}; seeds: {seeds}; cells: {done} done ({improving} {STILL_IMPROVING}), "
+                      f"{len(problems) - done - not_run} failed, {not_run} not run.", *teacher_mismatches(runs)])
+
+
+def teacher_mismatches(runs: list[Cell]) -> list[str]:
+    """One line per teacher content key whose runs record different test scores: the same key, so
+    the same config, but different weights (fine-tuned on machines whose arithmetic differs, or a
+    changed library): the cells that read it disagree on their teacher, and this says so."""
+    scores: dict[str, dict[str, int]] = {}
+    for cell in runs:
+        metrics = cell.metrics or {}
+        key = (metrics.get("artifacts") or {}).get("teacher")
+        test = (metrics.get("teacher") or {}).get("test") or {}
+        metric = metrics.get("metric")
+        if key and isinstance(test.get(metric), float):
+            text = f"{100 * test[metric]:.2f}"
+            scores.setdefault(key, {})[text] = scores.setdefault(key, {}).get(text, 0) + 1
+    return [f"Teacher {key}: its runs record test {texts}: one key, different weights (fine-tuned on another "
+            f"machine or library); each run reads the teacher it had."
+            for key, found in scores.items() if len(found) > 1
+            for texts in [" and ".join(f"{score} ({n} run{'s' * (n > 1)})" for score, n in found.items())]]
 
 
 def markdown_table(shown: pd.DataFrame) -> str:
