@@ -126,7 +126,10 @@ def waiting(problem: str | None) -> bool:
 def runs_of(cells: list[Cell]) -> list[Cell]:
     """One cell per run, the first that names it: columns that only read another field of one run
     (a frontier table's accuracy, params, speed) and tables that share a run count it once."""
-    return list({cell.key: cell for cell in cells}.values())
+    first: dict[str, Cell] = {}
+    for cell in cells:
+        first.setdefault(cell.key, cell)
+    return list(first.values())
 
 
 def cell_dir(root: Path, key: str) -> Path:
