@@ -290,7 +290,8 @@ def model_inputs_for(ids):
 
 
 def test_parameter_counts_of_a_run_leave_out_the_projection_head(tmp_path, monkeypatch, capsys):
-    """d2 trains a representation head to the tiny teacher's 32 units: it is not part of the deployed student."""
+    """d2 trains a representation head to the tiny teacher's 32 units, and its logit loss a W^r of its own
+    (schedule.shared_output_layer=false): neither is part of the deployed student."""
     code, out, err = distil_in_process(["debug=smoke", "schedule=d2", "schedule.projection=side"], tmp_path,
                                        monkeypatch, capsys)
     assert code == 0, err
@@ -299,7 +300,8 @@ def test_parameter_counts_of_a_run_leave_out_the_projection_head(tmp_path, monke
     vocab, teacher_vocab, e, h, classes = student["vocab_size"], teacher["vocab_size"], 32, 32, 3
     body = 2 * 4 * (h * e + h * h + 2 * h) + 2 * h * classes + classes  # BiLSTM + classifier
     assert student["param_counts"] == {"deployed": vocab * e + body, "full_teacher_vocab": teacher_vocab * e + body,
-                                       "without_embeddings": body, "training_only": 2 * h * 32 + 32, "models": 1}
+                                       "without_embeddings": body, "training_only": 2 * h * 32 + 32 + 2 * h * classes
+                                       + classes, "models": 1}
     assert student["params"] == vocab * e + body
     # the teacher (hidden 32) holds its whole vocabulary: deployed is the full-vocabulary count
     tc = teacher["param_counts"]

@@ -48,3 +48,18 @@ def test_a_two_word_sentence_over_two_word_buckets_always_swaps_both():
     out = augment_example((tagged("cats eat", "NNS VBP"),), 20, TangSettings(0.0, 1.0, 0.0), lexicon,
                           np.random.default_rng(3))
     assert out == [("dogs run",)]  # the one other sentence; the old draw also made "cats run" and "dogs eat"
+
+
+def test_the_old_draw_stays_a_setting_and_the_paper_draw_is_in_every_tang_cell_key():
+    """augment.pos_replacement=any keeps the old draw (the word may come back); tang.yaml's `other`
+    differs from the schema's default, so it enters the key: a cell made with the old draw is never
+    read as one made with the new."""
+    from distil.tables.cells import cell_key
+
+    lexicon = PosLexicon([tagged("good bad", "JJ JJ")])
+    rng = np.random.default_rng(0)
+    old = TangSettings(p_mask=0.0, p_pos=1.0, p_ng=0.0, replace_with_other=False)
+    outs = Counter(synthetic(tagged("good", "JJ"), old, lexicon, rng) for _ in range(500))
+    assert set(outs) == {"good", "bad"}
+    base = ["dataset=toy", "augment=tang"]
+    assert cell_key([*base, "seed=1"]) != cell_key([*base, "augment.pos_replacement=any", "seed=1"])

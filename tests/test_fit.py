@@ -22,6 +22,19 @@ def test_early_stopping_waits_for_min_steps(min_steps, epochs_run):
     assert result.best_epoch == 0  # the untrained model stays the best on dev, and is restored
 
 
+@pytest.mark.parametrize(("min_improvement", "best_epoch", "epochs_run"), [(0.0, 10, 10), (0.002, 3, 5), (0.02, 1, 3)])
+def test_a_gain_below_min_improvement_is_no_improvement(min_improvement, best_epoch, epochs_run):
+    """A dev loss creeping down (1.0, 0.95, 0.94, 0.938, then 0.1% an epoch): any gain counts at 0, so
+    the run reaches its cap still 'improving'; at 0.2% of the best the gains after epoch 3 do not
+    count and patience 2 stops at epoch 5; at 2% only the first epoch's gain counts."""
+    model = torch.nn.Linear(1, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    losses = iter([1.0, 0.95, 0.94, 0.938] + [0.938 * 0.999 ** k for k in range(1, 10)])
+    result = fit(model, optimizer, lambda epoch: [0], lambda batch: (model.weight ** 2).sum(),
+                 lambda: -next(losses), epochs=10, patience=2, min_improvement=min_improvement, baseline=True)
+    assert (result.best_epoch, result.epochs_run) == (best_epoch, epochs_run)
+
+
 def test_min_steps_raises_a_stages_epochs(smoke_cfg, tmp_path, monkeypatch, capsys):
     """A stage of 2 epochs over the toy labeled set (24 examples, batch 12: 2 steps an epoch) trains
     5 epochs with trainer.min_steps=10 (patience high enough not to stop it)."""

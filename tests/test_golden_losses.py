@@ -3,8 +3,12 @@ fixtures, pinned to a relative 1e-5 (as torchtune pins its recipes' losses). A s
 sampler, an initialisation, a batch rule or a schedule's steps fails here, whatever else passes.
 
 The numbers were recorded on the code before the package layout moved (issue 53), so the move is
-shown to change nothing. To re-pin after an intended change: `python -m tests.test_golden_losses`
-prints the table to paste, and the commit says why the losses moved."""
+shown to change nothing. Issue 54 gave XtremeDistil's schedules a W^r of its own beside W^s: d4.2's
+and ner-d4.2's stage 2 and 3 moved (stage 2 trains a fresh W^r, stage 3 a W^s stage 2 left untouched);
+their stage 1 did not (W^r draws from its own generator), and the "-shared" runs
+(schedule.shared_output_layer=true) keep every number recorded before. To re-pin after an intended
+change: `python -m tests.test_golden_losses` prints the table to paste, and the commit says why the
+losses moved."""
 
 from __future__ import annotations
 
@@ -14,13 +18,17 @@ import pytest
 
 from tests.test_cli import distil_in_process
 
-# (schedule, dataset, student): XtremeDistil D1 and D4.2, Mukherjee & Awadallah's soft (logit MSE),
-# and a tagging schedule (D4.2 on the toy NER set: per-token representation and logit losses)
+# (schedule, dataset, student, extra overrides): XtremeDistil D1 and D4.2, Mukherjee & Awadallah's soft
+# (logit MSE), and a tagging schedule (D4.2 on the toy NER set: per-token representation and logit
+# losses). D4.2 has its own W^r beside W^s (issue 54); the "-shared" runs keep one output layer for
+# both (schedule.shared_output_layer=true) and are pinned to the numbers recorded before that change.
 GOLDEN_RUNS = {
-    "d1": ("d1", "toy", "bilstm"),
-    "d4.2": ("d4.2", "toy", "bilstm"),
-    "soft": ("soft", "toy", "bilstm"),
-    "ner-d4.2": ("d4.2", "toy-ner", "bilstm-tagger"),
+    "d1": ("d1", "toy", "bilstm", ()),
+    "d4.2": ("d4.2", "toy", "bilstm", ()),
+    "d4.2-shared": ("d4.2", "toy", "bilstm", ("schedule.shared_output_layer=true",)),
+    "soft": ("soft", "toy", "bilstm", ()),
+    "ner-d4.2": ("d4.2", "toy-ner", "bilstm-tagger", ()),
+    "ner-d4.2-shared": ("d4.2", "toy-ner", "bilstm-tagger", ("schedule.shared_output_layer=true",)),
 }
 
 # (stage, step) -> the first epoch's mean training loss, one entry per step in the order they run
@@ -29,6 +37,19 @@ GOLDEN = {
         ('S1', 'all', 1.11510274),
     ],
     'd4.2': [
+        ('S1', 'projection', 0.401891788),
+        ('S1', 'bilstm', 0.398358931),
+        ('S1', 'embeddings', 0.394173284),
+        ('S2', 'classifier', 0.00721392501),
+        ('S2', 'projection', 0.00681208959),
+        ('S2', 'bilstm', 0.00589766928),
+        ('S2', 'embeddings', 0.00464589195),
+        ('S3', 'classifier', 1.09672689),
+        ('S3', 'projection', 1.09704393),
+        ('S3', 'bilstm', 1.10176629),
+        ('S3', 'embeddings', 1.09675062),
+    ],
+    'd4.2-shared': [
         ('S1', 'projection', 0.401891788),
         ('S1', 'bilstm', 0.398358931),
         ('S1', 'embeddings', 0.394173284),
@@ -48,6 +69,19 @@ GOLDEN = {
         ('S1', 'projection', 0.441349521),
         ('S1', 'bilstm', 0.44342719),
         ('S1', 'embeddings', 0.440525576),
+        ('S2', 'classifier', 0.0153928488),
+        ('S2', 'projection', 0.0147143831),
+        ('S2', 'bilstm', 0.0137606189),
+        ('S2', 'embeddings', 0.0127344541),
+        ('S3', 'classifier', 2.06680155),
+        ('S3', 'projection', 1.98153526),
+        ('S3', 'bilstm', 1.67931616),
+        ('S3', 'embeddings', 0.916540056),
+    ],
+    'ner-d4.2-shared': [
+        ('S1', 'projection', 0.441349521),
+        ('S1', 'bilstm', 0.44342719),
+        ('S1', 'embeddings', 0.440525576),
         ('S2', 'classifier', 0.0134991133),
         ('S2', 'projection', 0.0129031236),
         ('S2', 'bilstm', 0.0121371802),
@@ -61,9 +95,9 @@ GOLDEN = {
 
 
 def first_epoch_losses(tmp_path, monkeypatch, capsys, name: str) -> list[tuple[str, str, float]]:
-    schedule, dataset, student = GOLDEN_RUNS[name]
+    schedule, dataset, student, extra = GOLDEN_RUNS[name]
     code, _, err = distil_in_process(["debug=smoke", f"schedule={schedule}", f"dataset={dataset}",
-                                      f"student={student}", "trainer.epochs=1"], tmp_path, monkeypatch, capsys)
+                                      f"student={student}", "trainer.epochs=1", *extra], tmp_path, monkeypatch, capsys)
     assert code == 0, err
     metrics = json.loads(next((tmp_path / "outputs" / "runs").rglob("metrics.json")).read_text())
     return [(record["name"], record["step"], record["history"][1]["train_loss"])

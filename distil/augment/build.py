@@ -73,7 +73,9 @@ def check_augment(cfg: AugmentConfig, task: Task, dataset: DatasetConfig) -> Non
 
 
 def settings(cfg: AugmentConfig, mask_token: str) -> TangSettings:
-    return TangSettings(cfg.p_mask, cfg.p_pos, cfg.p_ng, cfg.ngram_max, cfg.mask_token or mask_token)
+    check_choice("augment.pos_replacement", cfg.pos_replacement, ("other", "any"))
+    return TangSettings(cfg.p_mask, cfg.p_pos, cfg.p_ng, cfg.ngram_max, cfg.mask_token or mask_token,
+                        replace_with_other=cfg.pos_replacement == "other")
 
 
 def n_iter(cfg: AugmentConfig, task: Task) -> int:
@@ -132,7 +134,7 @@ def augmented_examples(cfg: AugmentConfig, chosen: TangSettings, iterations: int
     tags = pos_tags(cfg, sides, digest, store) if cfg.p_pos > 0 else None
     spec = {"texts": digest, "settings": chosen.__dict__, "n_iter": iterations, "dedupe": cfg.dedupe,
             "max_examples": cfg.max_examples, "tags": tags.key if tags else "whitespace", "seed": seed,
-            "format": 2 if tags else 1}  # 2: POS replacement draws another word (1 could draw it back)
+            "format": 1}
     describe = {"method": cfg.method, "source": cfg.source, "source_examples": len(sides[0])}
 
     def sentences() -> Iterator[tuple[Sentence, ...]]:

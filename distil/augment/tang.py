@@ -85,6 +85,7 @@ class TangSettings:
     p_ng: float = 0.25
     ngram_max: int = 5
     mask_token: str = "[MASK]"
+    replace_with_other: bool = True  # augment.pos_replacement: another word of the tag, not the same one
 
 
 def synthetic(sentence: Sentence, settings: TangSettings, lexicon: PosLexicon | None,
@@ -95,7 +96,8 @@ def synthetic(sentence: Sentence, settings: TangSettings, lexicon: PosLexicon | 
         if x < settings.p_mask:
             words[i] = settings.mask_token
         elif x < settings.p_mask + settings.p_pos:
-            words[i] = lexicon.draw(sentence.tags[i], rng.random(), other_than=sentence.words[i])
+            words[i] = lexicon.draw(sentence.tags[i], rng.random(),
+                                    other_than=sentence.words[i] if settings.replace_with_other else None)
     if rng.random() < settings.p_ng and words:
         n = min(int(rng.integers(1, settings.ngram_max + 1)), len(words))
         start = int(rng.integers(0, len(words) - n + 1))

@@ -182,6 +182,12 @@ class ScheduleConfig:
     # "side" (beside the classifier, training only: Mukherjee & Awadallah eq. 6) or "path" (the
     # classifier reads gelu(W h + b): XtremeDistil Table 4, where unfreezing the projection moves F1)
     projection: str = "side"
+    # Whether the logit loss and the cross-entropy share one output layer (true), or the logit loss
+    # trains a regression layer W^r of its own beside the classifier W^s (false: XtremeDistil eq. 1 and
+    # 3, §5.2, Table 4; Mukherjee & Awadallah eq. 2 and 4), which then serves no prediction. false
+    # needs a representation loss (the layer lives in the representation head); the XtremeDistil
+    # schedules with one (d2, d3.x, d4.x) set it.
+    shared_output_layer: bool = True
     stages: list[StageConfig] = MISSING
     # Where the student starts: "random" (its family's initialisation) or "pretrained" (a
     # Transformer student pre-trained by masked LM as the pretrain group says: Turc et al.'s PF, PD
@@ -304,6 +310,10 @@ class AugmentConfig:
     max_examples: int | None = at_least(1, default=None)  # keep a seeded random subset of this size
     mask_token: str | None = None  # None: the teacher tokenizer's own ([MASK])
     pos_attribute: str = "tag"  # spaCy's fine-grained `tag` (PTB: VBD, NNS) or coarse `pos` (VERB, NOUN)
+    # POS-guided replacement draws "another" word of the tag (augment/tang.yaml, the slides) or "any"
+    # (the replaced word may come back: this project before issue 54). The schema keeps "any" so that
+    # tang.yaml's "other" enters every cell key: cells made with the old draw are never read as new.
+    pos_replacement: str = "any"
     tag_batch_size: int = at_least(1, default=256)  # nlp.pipe batch
 
 
@@ -324,6 +334,11 @@ class TrainerConfig:
     # there is ~1/20 of a transfer epoch, so they run until dev stops improving (patience).
     labels_only_epochs: int = at_least(1, default=30)
     patience: int = at_least(1, default=3)
+    # An epoch counts as an improvement on dev only when it beats the best so far by more than this
+    # fraction of it (|best|): a dev loss still creeping down by 0.1% an epoch has converged, and
+    # without a threshold it would run to the epoch cap and be marked still improving. 0: any gain
+    # counts (Keras' min_delta, relative). The best weights kept are those of the last counted epoch.
+    min_improvement: float = at_least(0, default=0.0)
     # A stage step trains at least this many optimiser steps (0: no minimum), as the teacher's
     # fine-tuning (teacher.finetune.min_steps): its epochs are raised to reach them, and early
     # stopping never ends it sooner. Epochs and patience count passes, and on a few hundred

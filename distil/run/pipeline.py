@@ -318,7 +318,8 @@ def train_student(cfg: Config, plan: RunPlan, data: TaskData, prepared: dict[str
     sep = None if teacher_vocab.sep_id is None or plan.reads_words else vocab.map([teacher_vocab.sep_id])[0]
     model = build_student(cfg.student, len(vocab), task.num_outputs(data.label_names), task,
                           teacher_vocab.hidden_size, representation_head=plan.with_hidden,
-                          projection=cfg.schedule.projection, sep_id=sep)
+                          projection=cfg.schedule.projection, sep_id=sep,
+                          shared_output=cfg.schedule.shared_output_layer)
     initialise_embeddings(model, cfg.student, cfg.seed, vocab, teacher_vocab)
     if start is not None:  # pre-trained weights (Turc, Wu): every one, the word embeddings at our rows
         start.apply(model if plan.family == "sra" else transformer_of(model).bert, vocab)
@@ -385,4 +386,5 @@ def save_student(result: StudentResult, cfg: Config, plan: RunPlan, data: TaskDa
     write_student(out, result.model, result.vocab, tokenizer, student=OmegaConf.to_container(cfg.student),
                   task=plan.task, labels=plan.task.output_names(data.label_names),
                   teacher_hidden_size=result.teacher_hidden_size, representation_head=plan.with_hidden,
-                  projection=cfg.schedule.projection, max_length=cfg.teacher.max_length)
+                  projection=cfg.schedule.projection, shared_output=cfg.schedule.shared_output_layer,
+                  max_length=cfg.teacher.max_length)

@@ -19,7 +19,7 @@ from distil.pretrain.sra import check_agnostic
 from distil.run.schedule import needs_teacher_hidden, validate_schedule
 from distil.students import FAMILIES, check_student, embedding_size, reads_pairs_apart, reads_words
 from distil.students.embeddings import check_embedding_init
-from distil.students.heads import check_projection_place
+from distil.students.heads import check_output_layers, check_projection_place
 from distil.students.pretrained import check_student_init
 from distil.tasks import Task, make_task
 from distil.teacher.finetune import check_finetune
@@ -73,6 +73,7 @@ def plan_run(cfg: Config) -> RunPlan:
     check_augment(cfg.augment, task, cfg.dataset)
     if with_hidden and not peer:
         check_projection_place(cfg.schedule.projection, FAMILIES[cfg.student.kind], task.inputs)
+        check_output_layers(cfg.schedule.shared_output_layer, FAMILIES[cfg.student.kind])
     words = reads_words(cfg.student)
     check_embedding_init(cfg.student.embedding_init, embedding_size(cfg.student), teacher_hidden_size(cfg.teacher),
                          cfg.student.vectors_file, words)

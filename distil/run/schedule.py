@@ -20,6 +20,7 @@ from distil.config.schema import ScheduleConfig, StageConfig, TrainerConfig
 from distil.data.batching import balanced_batch_count, balanced_batches, pad_labels, shuffled_batches
 from distil.data.ragged import Ragged, Tokens
 from distil.errors import DistilError, check_choice
+from distil.students.heads import OUTPUT_HEADS, predicting_view
 from distil.tasks import Task
 from distil.teacher.cache import TargetView
 from distil.training.checkpoint import ScheduleCheckpoint
@@ -30,6 +31,7 @@ from distil.training.losses import (
     REDUCTIONS,
     TEACHER_ROWS,
     Targets,
+    outputs_read,
     reads_logits,
     reads_representation,
     weighted_loss,
@@ -148,6 +150,25 @@ def validate_schedule(schedule: ScheduleConfig, trainer: TrainerConfig, task: Ta
         _check_reductions(stage, where)
         check_choice("teacher_rows", stage.teacher_rows, TEACHER_ROWS, where)
         _check_sampler(stage, batch_size, where)
+    _check_output_layers(schedule)
+
+
+def _check_output_layers(schedule: ScheduleConfig) -> None:
+    """A W^r of its own (schedule.shared_output_layer=false) lives in the representation head, and the
+    student predicts with W^s: the schedule must have a representation loss, and its last stage must
+    train W^s (a loss on the logits: ce, hard, soft_ce, kl), or the student would predict with an
+    untrained layer."""
+    if schedule.shared_output_layer:
+        return
+    if not needs_teacher_hidden(schedule):
+        raise DistilError(f"schedule '{schedule.name}': shared_output_layer=false separates W^r from W^s in the "
+                          f"representation head, and no stage has a representation loss; "
+                          f"use schedule.shared_output_layer=true")
+    last = schedule.stages[-1]
+    if "logits" not in outputs_read(last.losses):
+        raise DistilError(f"schedule '{schedule.name}' stage {last.name}: with shared_output_layer=false the "
+                          f"student predicts with W^s, which its last stage does not train (no ce, hard, soft_ce "
+                          f"or kl); add one, or use schedule.shared_output_layer=true")
 
 
 def _check_reductions(stage: StageConfig, where: str) -> None:
@@ -220,12 +241,25 @@ def unfreezing_groups(model: torch.nn.Module, stage: StageConfig) -> list[tuple[
     where it sits under the classifier (schedule.projection: path, XtremeDistil Table 4); a side
     head (path: side) could not change a logit loss, so it gets no step there."""
     skip = set()
-    if not reads_logits(stage.losses):
+    groups = model.layer_groups()
+    if any(name == "regression" for name, _ in groups):
+        # W^r of its own (schedule.shared_output_layer=false): a stage steps through the output layers its
+        # losses read, W^r for the logit loss, W^s for the cross-entropy (XtremeDistil Table 4: Linear
+        # (W^r) in stage 2, Softmax (W^s) in stage 3), both at once in one "classifier" step
+        read = outputs_read(stage.losses)
+        skip.update(name for name, output in OUTPUT_HEADS.items() if output not in read)
+    elif not reads_logits(stage.losses):
         skip.add("classifier")
     projection_reaches_logits = getattr(model, "in_path", False)  # schedule.projection: path
     if not (reads_representation(stage.losses) or projection_reaches_logits):
         skip.add("projection")
-    return [(name, list(module.parameters())) for name, module in model.layer_groups() if name not in skip]
+    kept = [(name, list(module.parameters())) for name, module in groups if name not in skip]
+    heads = [params for name, params in kept if name in OUTPUT_HEADS]
+    if not heads:
+        return kept
+    # the stage's output layer(s) make its top step, "classifier" whichever they are
+    return [("classifier", [p for params in heads for p in params]),
+            *[(name, params) for name, params in kept if name not in OUTPUT_HEADS]]
 
 
 def selects_on_loss(stage: StageConfig) -> bool:
@@ -258,6 +292,9 @@ class StageTrainer:
             )
         self.select_on_loss = selects_on_loss(stage)
         self.label = f"{schedule_name} {stage.name} ({'+'.join(self.weights)})"
+        # what the stage's dev and test scores read: the student, or, in a stage that trains only a W^r
+        # of its own, the student predicting by W^r (students.heads.predicting_view)
+        self.predictor = predicting_view(model, outputs_read(stage.losses))
 
     def loss(self, split: StudentSplit, rows, teacher_rows: str | None = None) -> torch.Tensor:
         inputs, targets = split.batch(rows, self.pad_id)
@@ -294,7 +331,7 @@ class StageTrainer:
 
     def dev_score(self) -> float:
         """What selects the best epoch: higher is better."""
-        return -self.dev_loss() if self.select_on_loss else self.evaluate(self.model, "dev")[self.metric]
+        return -self.dev_loss() if self.select_on_loss else self.evaluate(self.predictor, "dev")[self.metric]
 
     def description(self, step: str) -> str:
         return self.label if step == "all" else f"{self.label} unfreeze {step}"
@@ -329,10 +366,11 @@ class StageTrainer:
             self.batches,
             lambda rows: self.loss(self.pool, rows), self.dev_score,
             epochs=epochs, patience=self.stage.patience or self.trainer.patience, min_steps=self.trainer.min_steps,
+            min_improvement=self.trainer.min_improvement,
             grad_clip=self.trainer.grad_clip, scheduler=scheduler, description=description,
             baseline=True, checkpoint=checkpoint.for_step(description) if checkpoint else None, rng=self.rng,
         )
-        dev, test = self.evaluate(self.model, "dev"), self.evaluate(self.model, "test")
+        dev, test = self.evaluate(self.predictor, "dev"), self.evaluate(self.predictor, "test")
         dev_loss = -result.best_dev if self.select_on_loss else self.dev_loss()
         log.info("%s: dev %s %.4f, dev loss %.4f (epoch %d), test %s %.4f", description, self.metric,
                  dev[self.metric], dev_loss, result.best_epoch, self.metric, test[self.metric])

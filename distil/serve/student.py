@@ -32,7 +32,7 @@ ONE_BAG = torch.zeros(1, dtype=torch.int64)  # the offsets of a single bag (read
 
 def write_student(out: Path, model: torch.nn.Module, vocab: TrimmedVocab, tokenizer, *, student: dict, task,
                   labels: list[str], teacher_hidden_size: int, representation_head: bool, projection: str,
-                  max_length: int) -> None:
+                  max_length: int, shared_output: bool = True) -> None:
     """Everything SavedStudent needs: weights, vocabulary, the teacher's tokenizer, and config.json
     (the student's settings, its task, output labels and how its inputs were cut)."""
     out.mkdir(parents=True, exist_ok=True)
@@ -41,7 +41,8 @@ def write_student(out: Path, model: torch.nn.Module, vocab: TrimmedVocab, tokeni
     tokenizer.save_pretrained(out / "tokenizer")
     config = {"student": student, "task": task.name, "inputs": task.inputs, "labels": labels,
               "vocab_size": len(vocab), "teacher_hidden_size": teacher_hidden_size,
-              "representation_head": representation_head, "projection": projection, "max_length": max_length}
+              "representation_head": representation_head, "projection": projection,
+              "shared_output": shared_output, "max_length": max_length}
     (out / "config.json").write_text(json.dumps(config, indent=2))
 
 
@@ -60,7 +61,8 @@ class SavedStudent:
         self.model = build_student(self.cfg, len(self.vocab), len(self.labels), self.task,
                                    self.config["teacher_hidden_size"],
                                    representation_head=self.config.get("representation_head", False),
-                                   projection=self.config.get("projection", "side"))
+                                   projection=self.config.get("projection", "side"),
+                                   shared_output=self.config.get("shared_output", True))
         _read_part(directory / "model.safetensors", lambda path: self.model.load_state_dict(load_file(path)))
         self.model.eval()
         # a bag-of-tokens student (static) serves batches as bags: no padding (StaticStudent.forward_bags)

@@ -8,7 +8,7 @@ from distil.config.schema import StudentConfig
 from distil.errors import DistilError, check_choice
 from distil.students.bilstm import BiLSTMClassifier
 from distil.students.bilstm_tagger import BiLSTMTagger
-from distil.students.heads import WithRepresentation, check_projection_place
+from distil.students.heads import WithRepresentation, check_output_layers, check_projection_place
 from distil.students.rnn import RNNClassifier
 from distil.students.siamese import SiameseBiLSTM
 from distil.students.sra import SRAStudent
@@ -112,14 +112,17 @@ def add_unk_dropout(model: torch.nn.Module, rate: float, keep_ids: list[int]) ->
 def build_student(
     cfg: StudentConfig, vocab_size: int, num_labels: int, task: Task,
     teacher_hidden_size: int | None = None, representation_head: bool = False, projection: str = "side",
-    sep_id: int | None = None,
+    sep_id: int | None = None, shared_output: bool = True,
 ) -> torch.nn.Module:
     """The student; with `representation_head`, wrapped with gelu(W z + b) to the teacher's size,
-    beside the classifier or under it (`projection`: side | path, see heads.WithRepresentation)."""
+    beside the classifier or under it (`projection`: side | path, see heads.WithRepresentation), and
+    with `shared_output` False a logit layer W^r of its own beside the classifier W^s (XtremeDistil
+    eq. 1 and 3; schedule.shared_output_layer)."""
     check_student(cfg, task)
     family = FAMILIES[cfg.kind]
     if representation_head:
         check_projection_place(projection, family, task.inputs)
+        check_output_layers(shared_output, family)
     needs_teacher_size = getattr(family, "NEEDS_TEACHER_SIZE", False) or representation_head
     if needs_teacher_size and teacher_hidden_size is None:
         raise ValueError(f"student kind '{cfg.kind}' needs teacher_hidden_size")
@@ -128,7 +131,7 @@ def build_student(
         extra["sep_id"] = sep_id
     student = family.from_config(cfg, vocab_size, num_labels, task, **extra)
     if representation_head and not getattr(family, "HAS_REPRESENTATION", False):
-        return WithRepresentation(student, teacher_hidden_size, projection)
+        return WithRepresentation(student, teacher_hidden_size, projection, shared_output)
     return student
 
 
@@ -139,21 +142,24 @@ def count_params(model: torch.nn.Module) -> int:
 
 def training_only_params(model: torch.nn.Module) -> int:
     """A side projection gelu(W z + b) to the teacher's size serves only the representation losses;
-    one under the classifier (schedule.projection: path) is part of the deployed model."""
-    if isinstance(model, WithRepresentation) and not model.in_path:
-        return sum(p.numel() for p in model.projection.parameters())
-    return 0
+    one under the classifier (schedule.projection: path) is part of the deployed model. A logit layer
+    W^r of its own (schedule.shared_output_layer=false) serves only the logit loss: predictions read W^s."""
+    if not isinstance(model, WithRepresentation):
+        return 0
+    side = 0 if model.in_path else sum(p.numel() for p in model.projection.parameters())
+    regression = 0 if model.shared_output else sum(p.numel() for p in model.regression.parameters())
+    return side + regression
 
 
 def param_counts(model: torch.nn.Module, teacher_vocab_size: int | None) -> dict[str, int | None]:
     """How the papers count a model (students and teachers alike):
-    deployed            every parameter but the training-only projection head;
+    deployed            every parameter but the training-only layers (a side projection head, a W^r of its own);
     full_teacher_vocab  the token embedding as if it held all `teacher_vocab_size` teacher wordpieces
                         instead of the trimmed vocabulary (Mukherjee & Awadallah Table 7, XtremeDistil
                         Table 16); None for a student reading words (the RNN baseline), which has its own;
     without_embeddings  without the token embedding matrix (Wu et al. Table 2 leaves out "the embedding
                         layers", which depend on the vocabulary; position tables, small, are kept);
-    training_only       the projection head left out of all three."""
+    training_only       the training-only layers left out of all three."""
     layer = word_embeddings(model)
     deployed = count_params(model)
     without_embeddings = deployed - layer.weight.numel()

@@ -52,6 +52,7 @@ def fit(
     epochs: int,
     patience: int,
     min_steps: int = 0,
+    min_improvement: float = 0.0,
     grad_clip: float | None = None,
     scheduler: torch.optim.lr_scheduler.LRScheduler | None = None,
     description: str = "training",
@@ -62,7 +63,8 @@ def fit(
     """Train for up to `epochs`, stop after `patience` epochs without a better dev score, but never
     before `min_steps` optimiser steps: on a few hundred labels an epoch is a dozen steps, and a
     model whose dev score first falls (a tagger learning to tag everything O, a classifier
-    predicting one class) would be stopped before it learned anything.
+    predicting one class) would be stopped before it learned anything. An epoch is better only when
+    it beats the best by more than `min_improvement` x |best| (0: any gain).
 
     `batches(epoch)` gives that epoch's batches, `loss_fn(batch)` the scalar loss,
     `evaluate()` the dev score (higher is better). With `baseline`, the model as it
@@ -120,7 +122,7 @@ def fit(
             history.append({"epoch": epoch, "train_loss": running / max(seen, 1), "dev": dev})
             log.info("%s epoch %d: train loss %.4f, dev %.4f", description, epoch,
                      running / max(seen, 1), dev)
-            if dev > best_dev:
+            if dev > best_dev and (math.isinf(best_dev) or dev - best_dev > min_improvement * abs(best_dev)):
                 best_dev, best_epoch = dev, epoch
                 best_state = _snapshot(model)
             elif epoch - best_epoch >= patience and steps >= min_steps:

@@ -1,7 +1,7 @@
 """Every loss of the runner, each a small function of (student output, target).
 
 A schedule stage names losses from LOSSES with weights. Each loss declares what it reads
-(the student's `logits` or its projected `representation`) and which target it needs
+(the student's `logits`, its logit regression `scores`, or its projected `representation`) and which target it needs
 (gold labels, or the teacher's outputs); `weighted_loss` applies it only to the rows that
 have that target, so labeled and transfer examples share a batch. All losses are means
 over those rows (examples, real tokens of a tagging batch, or each sentence's vector of a
@@ -108,7 +108,10 @@ class LossSpec:
     # "gold": rows with a gold label; "teacher": every row (teacher outputs are cached for all);
     # "gold_else_teacher": every row, its gold label or else the teacher's argmax
     needs: str
-    reads: str = "logits"  # "logits", or "representation" (compared with the cached teacher layer)
+    # "logits" (the classifier W^s, XtremeDistil eq. 1), "scores" (the logit regression W^r, eq. 3: a
+    # student's `scores` where W^r is its own layer, else its logits), or "representation" (compared
+    # with the cached teacher layer)
+    reads: str = "logits"
     tempered: bool = False  # takes the stage's temperature
     reduction: str | None = None  # compares vectors: the default reduction over their units; None: fixed
 
@@ -116,7 +119,7 @@ class LossSpec:
 LOSSES: dict[str, LossSpec] = {
     "ce": LossSpec(cross_entropy, "gold"),
     "hard": LossSpec(cross_entropy, "gold_else_teacher"),
-    "logit_mse": LossSpec(logit_mse, "teacher", reduction="mean"),
+    "logit_mse": LossSpec(logit_mse, "teacher", reads="scores", reduction="mean"),
     "soft_ce": LossSpec(soft_cross_entropy, "teacher", tempered=True),
     "kl": LossSpec(kl_divergence, "teacher", tempered=True),
     "repr_mse": LossSpec(representation_mse, "teacher", reads="representation", reduction="mean"),
@@ -132,7 +135,13 @@ def reads_representation(losses) -> bool:
 
 
 def reads_logits(losses) -> bool:
-    return any(LOSSES[name].reads == "logits" for name in losses)
+    """Whether any of these loss names reads an output layer (W^s's logits or W^r's scores)."""
+    return any(LOSSES[name].reads in ("logits", "scores") for name in losses)
+
+
+def outputs_read(losses) -> set[str]:
+    """What these loss names read of the student: some of logits, scores, representation."""
+    return {LOSSES[name].reads for name in losses}
 
 
 @dataclass
@@ -168,6 +177,7 @@ def weighted_loss(weights: dict[str, float], outputs: dict[str, torch.Tensor], t
     `teacher_rows` "transfer" keeps the losses against the teacher to examples without a gold
     label (Mukherjee & Awadallah eq. 8, XtremeDistil eq. 7: CE over D_l, the rest over D_u)."""
     logits, labels, teacher_logits = outputs["logits"], targets.labels, targets.teacher_logits
+    scores = outputs.get("scores", logits)  # W^r's r^s where it is its own layer, else the logits
     representation, teacher_hidden = outputs.get("representation"), targets.teacher_hidden
     unlabeled = ~example_has_gold(targets)  # [B]: examples of the transfer set
     logit_rows = repr_rows = unlabeled
@@ -177,7 +187,7 @@ def weighted_loss(weights: dict[str, float], outputs: dict[str, torch.Tensor], t
         real = labels != IGNORE
         per_token = unlabeled[:, None].expand_as(labels)
         logit_rows = per_token[real]
-        logits, labels, teacher_logits = logits[real], labels[real], teacher_logits[real]
+        logits, scores, labels, teacher_logits = logits[real], scores[real], labels[real], teacher_logits[real]
         if representation is not None and teacher_hidden is not None:
             repr_rows = per_token[targets.word_starts]
             representation, teacher_hidden = representation[targets.word_starts], teacher_hidden[targets.word_starts]
@@ -198,7 +208,7 @@ def weighted_loss(weights: dict[str, float], outputs: dict[str, torch.Tensor], t
         elif spec.needs == "gold_else_teacher":
             student, target = logits, hard_labels(labels, has_gold, teacher_logits)
         else:
-            student, target = logits, teacher_logits
+            student, target = (scores if spec.reads == "scores" else logits), teacher_logits
             if teacher_rows == "transfer":
                 student, target = student[logit_rows], target[logit_rows]
         if len(student) == 0:
