@@ -164,7 +164,7 @@ def _check_finding(preset: TablePreset, finding: Finding, where: str) -> None:
         raise DistilError(f"{where}: better and worse must name two rows or two columns of the table "
                           f"(rows: {', '.join(rows)}; columns: {', '.join(columns) or 'none'}); fix the preset")
     groups = columns if pair <= set(rows) else rows
-    unknown = [g for g in finding.groups or [] if g not in groups]
+    unknown = [g for g in finding.groups or [] if g not in groups and not (preset.rows_from and pair <= set(columns))]
     if unknown:
         raise DistilError(f"{where}: groups names '{unknown[0]}', which is not one of {', '.join(groups)}; "
                           f"fix the preset")
