@@ -108,15 +108,25 @@ def counts(records: list[dict]) -> str:
     return ", ".join(f"{found.count(v)} {v}" for v in order if found.count(v))
 
 
-def overview(records: list[dict], pages: dict[str, str]) -> str:
+def headline_findings(records: list[dict], pages_dir: str = "") -> str:
+    """The headline findings (a finding's `headline` number) as a count and a table, or '' without any;
+    links to the tables' pages are relative to `pages_dir` (the README links into docs/results/)."""
     headline = sorted((r for r in records if r["headline"] is not None), key=lambda r: r["headline"])
+    if not headline:
+        return ""
+    frame = findings_frame(headline, headline=True)
+    if pages_dir:
+        frame["table"] = [link.replace("](", f"]({pages_dir}/") for link in frame["table"]]
+    return f"{counts(headline)}.\n\n" + to_markdown(frame, index=False, disable_numparse=True)
+
+
+def overview(records: list[dict], pages: dict[str, str]) -> str:
     lines = ["# Findings overview", "", GENERATED, "",
              f"Each claim of the papers that a table here tests, judged by {RULE}. {LEGEND[0].upper()}{LEGEND[1:]}. "
              "A claim read in several groups (datasets, sizes) takes its weakest judged verdict; every group's "
              "numbers are on the table's page.", ""]
-    if headline:
-        lines += ["## Headline findings", "", f"{counts(headline)}.", "",
-                  to_markdown(findings_frame(headline, headline=True), index=False, disable_numparse=True), ""]
+    if any(r["headline"] is not None for r in records):
+        lines += ["## Headline findings", "", headline_findings(records), ""]
     rest = [r for r in records if r["headline"] is None]
     if rest:
         lines += ["## Every other finding", "", f"{counts(rest)}.", "",
