@@ -43,11 +43,11 @@ students-bbc:  ## the other students on the default BBC News run (README, Studen
 	distil -m student=rnn,transformer-mini,sra hydra.sweep.dir=outputs/multirun/students-bbc
 	distil report outputs/multirun/students-bbc
 
-mrpc:  ## sentence pairs: BiLSTM on the joined pair vs the siamese student (README, Measured)
+mrpc:  ## sentence pairs: BiLSTM on the joined pair vs the siamese student
 	distil -m dataset=mrpc student=bilstm,siamese hydra.sweep.dir=outputs/multirun/mrpc
 	distil report outputs/multirun/mrpc
 
-wikiann:  ## NER in 6 languages with the BiLSTM tagger (README, Measured)
+wikiann:  ## NER in 6 languages with the BiLSTM tagger
 	distil dataset=wikiann student=bilstm-tagger
 
 readme-results:  ## regenerate README's Results section from outputs/tables/*.md (idempotent)

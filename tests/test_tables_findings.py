@@ -117,3 +117,12 @@ def test_a_teacher_key_whose_runs_record_different_scores_is_reported_in_one_lin
     write_table(table(SOFT), cells, tmp_path)
     assert ("Teacher minilm-f0941cefb33abdae: its runs record test 81.27 (4 runs) and 81.22 (2 runs): one key, "
             "different weights") in (tmp_path / "mukherjee-table8.md").read_text()
+
+
+def test_a_finding_reports_the_cpu_minutes_of_the_runs_it_reads_each_run_once(tmp_path):
+    cells = [run("SST-2", c, s, 0.8 + s / 100) for c in COLUMNS for s in (1, 2, 3)]
+    for i, cell in enumerate(cells):
+        cell.metrics["seconds"] = 60.0 * (i + 1)  # 1 + 2 + ... + 6 minutes
+    preset = table(Finding(claim="soft beats hard", better="soft", worse="hard", groups=["SST-2"]))
+    _, record = findings_of(tmp_path, preset, cells)
+    assert record[0]["minutes"] == 21.0

@@ -51,6 +51,7 @@ class Reading:
     difference: Difference | None  # mean(better) - mean(worse); None: a side has no number
     verdict: str
     why: str = ""  # for "not judged": what is missing
+    runs: dict[str, float] = field(default_factory=dict)  # the runs read (cell key -> seconds)
 
 
 @dataclass
@@ -65,6 +66,12 @@ class Judgement:
             return NOT_COMPARABLE
         judged = [r.verdict for r in self.readings if r.verdict in VERDICTS]
         return max(judged, key=VERDICTS.index) if judged else NOT_JUDGED
+
+    @property
+    def minutes(self) -> float:
+        """The CPU time of the runs the finding reads (each run once), from their metrics.json."""
+        runs = {key: seconds for reading in self.readings for key, seconds in reading.runs.items()}
+        return sum(runs.values()) / 60
 
     @property
     def reason(self) -> str:
@@ -102,20 +109,21 @@ def judge(preset: TablePreset, finding: Finding, grid: dict, scale: str,
 
 
 def reading(finding: Finding, group: str | None, a, b, paper: tuple) -> Reading:
+    runs = {key: s for entry in (a, b) if entry is not None for key, s in entry.runs.items()}
     values = [[] if entry is None else entry.values for entry in (a, b)]
     seeds = (len(values[0]), len(values[1]))
     ours = tuple(sum(v) / len(v) if v else None for v in values)
     if not all(values):
-        return Reading(group, paper, ours, seeds, None, NOT_JUDGED, "not run")
+        return Reading(group, paper, ours, seeds, None, NOT_JUDGED, "not run", runs)
     raw = welch(values[0], values[1])
     shifted = Difference(raw.estimate + finding.margin, raw.half_width, raw.degrees)
     improving = sum(entry.improving for entry in (a, b))
     if min(seeds) < MIN_SEEDS:
-        return Reading(group, paper, ours, seeds, raw, NOT_JUDGED, f"fewer than {MIN_SEEDS} seeds")
+        return Reading(group, paper, ours, seeds, raw, NOT_JUDGED, f"fewer than {MIN_SEEDS} seeds", runs)
     if improving:
         return Reading(group, paper, ours, seeds, raw, NOT_JUDGED,
-                       f"{improving} run{'s' * (improving > 1)} still improving")
-    return Reading(group, paper, ours, seeds, raw, verdict_of(shifted))
+                       f"{improving} run{'s' * (improving > 1)} still improving", runs)
+    return Reading(group, paper, ours, seeds, raw, verdict_of(shifted), runs=runs)
 
 
 def judgements(preset: TablePreset, grid: dict, scale: str, paper_value) -> list[Judgement]:
@@ -162,6 +170,7 @@ def record(preset: TablePreset, found: list[Judgement]) -> list[dict]:
     return [{"table": preset.name, "paper": preset.paper, "table_title": f"{preset.table}: {preset.title}",
              "claim": j.finding.claim, "section": j.finding.section, "relation": claim_text(j.finding),
              "headline": j.finding.headline, "scale": j.scale, "verdict": j.verdict, "reason": j.reason,
+             "minutes": round(j.minutes, 1),
              "readings": [{"group": r.group, "paper": list(r.paper), "ours": list(r.ours), "seeds": list(r.seeds),
                            "difference": None if r.difference is None else r.difference.estimate,
                            "low": None if r.difference is None else r.difference.low,

@@ -97,7 +97,8 @@ def findings_frame(records: list[dict], headline: bool):
 
     rows = [{"#": r["headline"], "finding": f"{r['claim']} ({r['relation']})",
              "table": f"[{r['table']}]({paper_of(r['table'])}.md)", "verdict": verdict_cell(r),
-             "ours (difference, 95% interval)": reading_summary(r)} for r in records]
+             "ours (difference, 95% interval)": reading_summary(r),
+             "CPU minutes": f"{r.get('minutes', 0):.0f}"} for r in records]
     frame = pd.DataFrame(rows)
     return frame if headline else frame.drop(columns="#")
 

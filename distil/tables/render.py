@@ -62,6 +62,7 @@ class Sample:
     value: Any = None  # in the units shown (percent x100); a string for a non-numeric summary field
     error: str | None = None
     improving: bool = False  # the run that gave it stopped at an epoch cap while still improving (still_improving)
+    run: tuple[str, float] | None = None  # (its cell's key, the seconds that run took), where it has one
 
 
 @dataclass
@@ -72,6 +73,7 @@ class Entry:
     texts: list[str] = field(default_factory=list)  # non-numeric values ("varies")
     errors: list[str] = field(default_factory=list)
     improving: int = 0  # seeds whose number comes from a run stopped at a cap while still improving
+    runs: dict[str, float] = field(default_factory=dict)  # cell key -> the seconds its run took
 
     @property
     def failed(self) -> int:
@@ -196,6 +198,15 @@ def cell_problem(cell: Cell) -> str | None:
 
 
 def cell_samples(preset: TablePreset, cell: Cell) -> list[Sample]:
+    samples = samples_of(preset, cell)
+    seconds = (cell.metrics or {}).get("seconds")
+    if isinstance(seconds, int | float):
+        for sample in samples:
+            sample.run = (cell.key, float(seconds))
+    return samples
+
+
+def samples_of(preset: TablePreset, cell: Cell) -> list[Sample]:
     if preset.is_empty(cell.row, cell.column):  # no number by design, whatever its run did
         return [Sample(cell.row, cell.column, value=MISSING)]
     problem = cell_problem(cell)
@@ -406,6 +417,8 @@ def aggregate(samples: list[Sample]) -> dict[tuple[str, str | None], Entry]:
     for s in samples:
         entry = grid.setdefault((s.row, s.column), Entry())
         entry.improving += s.improving and s.error is None
+        if s.run is not None and s.error is None:
+            entry.runs[s.run[0]] = s.run[1]
         if s.error is not None:
             entry.errors.append(s.error)
         elif isinstance(s.value, str):
