@@ -11,7 +11,8 @@ from distil.tables.preset import Axis, Cell, Finding, Scale, TablePreset
 from distil.tables.render import write_table
 
 ROWS, COLUMNS = ["SST-2", "IMDB", "AG"], ["hard", "soft"]
-PAPER = {"SST-2": {"soft": 93.56, "hard": 92.57}, "IMDB": {"soft": 91.70, "hard": 91.21}, "AG": {"soft": 94.33, "hard": 93.17}}
+PAPER = {"SST-2": {"soft": 93.56, "hard": 92.57}, "IMDB": {"soft": 91.70, "hard": 91.21},
+         "AG": {"soft": 94.33, "hard": 93.17}}
 
 
 def run(row: str, column: str, seed: int, accuracy: float, improving: bool = False) -> Cell:
@@ -21,7 +22,8 @@ def run(row: str, column: str, seed: int, accuracy: float, improving: bool = Fal
 
 
 def table(finding: Finding, seeds=(1, 2, 3)) -> TablePreset:
-    return TablePreset(name="mukherjee-table8", paper="Mukherjee & Awadallah (2019)", table="Table 8", title="soft vs hard",
+    return TablePreset(name="mukherjee-table8", paper="Mukherjee & Awadallah (2019)", table="Table 8",
+                       title="soft vs hard",
                        scales={"cpu": Scale(seeds=list(seeds))}, rows=[Axis(r) for r in ROWS],
                        columns=[Axis(c) for c in COLUMNS], paper_values=PAPER, findings=[finding])
 
@@ -48,7 +50,8 @@ def findings_of(tmp_path, preset: TablePreset, cells: list[Cell]) -> tuple[str, 
 def test_a_claim_read_in_several_groups_takes_its_weakest_judged_verdict(tmp_path):
     text, record = findings_of(tmp_path, table(SOFT), CELLS)
     assert ("1. *soft distillation beats hard distillation* (§6.3), soft > hard: **consistent**\n"
-            "   - SST-2: paper 93.56 vs 92.57 (+0.99); ours 80.40 vs 78.03: +2.37 [+0.50, +4.23] (n=3, 3) → reproduced\n"
+            "   - SST-2: paper 93.56 vs 92.57 (+0.99); ours 80.40 vs 78.03: +2.37 [+0.50, +4.23] (n=3, 3) "
+            "→ reproduced\n"
             "   - IMDB: paper 91.70 vs 91.21 (+0.49); ours 80.40 vs 79.37: +1.03 [-1.81, +3.88] (n=3, 3) → consistent\n"
             "   - AG: paper 94.33 vs 93.17 (+1.16); ours 90.00 vs 90.00: +0.00 [+0.00, +0.00] (n=2, 2) "
             "→ not judged: fewer than 3 seeds") in text

@@ -42,7 +42,8 @@ def test_columns_are_ranked_within_each_row_and_judged_by_the_seed_variance_pool
     text = (tmp_path / "paper-table10.md").read_text()
     assert ("**Orderings against the paper's** (within each row, each pair of neighbours in the paper's order, "
             "the paper's better one first; our difference; \"beyond the spread\": a t-test at 95% counts it, "
-            "|difference| > t(0.975, df) standard errors, the seed variance and its df pooled over the row).\nThe paper's order holds in 2 of 3 pairs: 1 beyond the "
+            "|difference| > t(0.975, df) standard errors, the seed variance and its df pooled over the row).\n"
+            "The paper's order holds in 2 of 3 pairs: 1 beyond the "
             "spread, 0 reversed beyond the spread, 1 on one seed (not judged).\n\n"
             "- AG: distil. > no distil.: holds (+0.50, within the spread); "
             "no distil. > RNN: holds (+5.50, beyond the spread)\n"

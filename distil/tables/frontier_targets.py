@@ -82,9 +82,9 @@ def speed_target(name: str, rows: dict, slow: str, fast: str, field: str, requir
 def frontier_target(rows: dict[str, list[dict]]) -> Target:
     """1 when no peer is more accurate than every runner student at least as fast, else 0. "More
     accurate" as every ordering this project states (distil.tables.orderings): beyond the spread
-    over seeds (the pooled t-test at 95%, the seed variance and df pooled over every timed row), or by the mean when either side has
-    one seed. A peer below the mean of no faster runner student but within the spread of the most
-    accurate one is a tie, and the spread says so."""
+    over seeds (the pooled t-test at 95%, the seed variance and df pooled over every timed row), or
+    by the mean when either side has one seed. A peer below the mean of no faster runner student but
+    within the spread of the most accurate one is a tie, and the spread says so."""
     timed = {row: runs for row, runs in rows.items() if runs and all("timing" in run for run in runs)}
     peers = [row for row in timed if row.startswith(PEER_PREFIX)]
     ours = [row for row in timed if not row.startswith(PEER_PREFIX)]

@@ -18,8 +18,20 @@ from omegaconf.errors import OmegaConfBaseException
 
 from distil.config.overrides import CONFIG_DIR_ENV
 from distil.errors import DistilError, check_choice, unknown_choice
-from distil.tables.preset import (BENCHES, COMPARES, FORMATS, KINDS, READS, RELATIONS, ROWS_FROM, SCALES, SETS, Axis,
-                                  Finding, TablePreset)
+from distil.tables.preset import (
+    BENCHES,
+    COMPARES,
+    FORMATS,
+    KINDS,
+    READS,
+    RELATIONS,
+    ROWS_FROM,
+    SCALES,
+    SETS,
+    Axis,
+    Finding,
+    TablePreset,
+)
 
 PRESET_DIR = Path(__file__).resolve().parent.parent / "conf" / "table"
 # a preset file's first line states what its cpu scale costs: the budget of `make tables` is the sum
