@@ -158,7 +158,7 @@ def test_help_lists_groups(tmp_path, monkeypatch, capsys):
     assert "schedule: basic, bilstm-soft, d0, d0-s, d1" in out and "distil report" in out
     assert "experiment: mukherjee-dbpedia-cpu, smoke-pair, sst2-low" in out
     assert "distil cache list | verify | prune" in out
-    assert "pretrain: cpu, paper" in out
+    assert "pretrain: cpu, cpu-long, paper" in out
 
 
 def test_a_failing_sweep_cell_does_not_stop_the_sweep(tmp_path, monkeypatch, capsys):

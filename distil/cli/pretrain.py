@@ -6,7 +6,10 @@
 
 Every later run that starts from it (schedule=pf, pd, pdf for a Transformer; wu-sra, wu-sra-kd for
 SRA) finds the artifact by its content key and does not build it again. pretrain.corpus=transfer
-reads the task's transfer set: give dataset=... then.
+reads the task's transfer set: give dataset=... then. For a Transformer it prints the masked-LM
+loss curve (training and held-out loss by step) beside the unigram level, the loss of predicting
+the corpus's wordpiece frequencies without context: choose a budget (pretrain=cpu-long,
+pretrain.steps=...) where the held-out loss is well below it and has stopped falling much.
 """
 
 from __future__ import annotations
@@ -14,16 +17,22 @@ from __future__ import annotations
 import sys
 
 from rich.console import Console
+from rich.table import Table
 
 from distil.cli.parsing import Parser
 from distil.common.console import console_command
 from distil.errors import DistilError
 
+CURVE_ROWS = 20  # the printed curve's most rows (the manifest keeps every entry)
+UNIGRAM_NOTE = ("the unigram level is the loss of predicting the corpus's wordpiece frequencies without context; "
+                "choose a budget (pretrain.steps) where the held-out loss is well below it and has flattened "
+                "(every entry: manifest.json, info.history)")
+
 
 def build(overrides: list[str]):
-    """(artifact, what it is) for the student the overrides name."""
+    """(artifact, what it is, its report) for the student the overrides name."""
     from distil.config.compose import compose_run_config
-    from distil.pretrain.mlm import pretrained_transformer
+    from distil.pretrain.mlm import pretrained_transformer, unigram_level
     from distil.pretrain.sra import agnostic_student
     from distil.run.data import load_splits
     from distil.store.artifacts import ArtifactStore
@@ -37,16 +46,43 @@ def build(overrides: list[str]):
         raise DistilError(f"student '{cfg.student.name}' ({kind}) has no task-independent pre-training; give "
                           f"student=transformer-* (masked LM, Turc et al.) or student=sra (Wu et al.)")
     if kind == "sra":
-        return agnostic_student(cfg.agnostic, cfg.teacher, cfg.student, cfg.hub_offline, store,
-                                cfg.paths.data_dir), "task-agnostic SRA student (Wu et al.)"
+        artifact = agnostic_student(cfg.agnostic, cfg.teacher, cfg.student, cfg.hub_offline, store, cfg.paths.data_dir)
+        return artifact, "task-agnostic SRA student (Wu et al.)", dict(artifact.info)
     texts = None
     if cfg.pretrain.corpus == "transfer":
         _, data = load_splits(overrides)
         transfer = data.splits["transfer"]
         texts = [t for column in ("text", "text_pair") if column in transfer.column_names for t in transfer[column]]
     tokenizer = load_tokenizer(cfg.teacher, cfg.hub_offline)
-    return (pretrained_transformer(cfg.pretrain, cfg.student, tokenizer, store, cfg.paths.data_dir, texts),
-            f"masked-LM pre-trained L{cfg.student.num_layers}/H{cfg.student.hidden_size} (Turc et al.)")
+    artifact = pretrained_transformer(cfg.pretrain, cfg.student, tokenizer, store, cfg.paths.data_dir, texts)
+    report = dict(artifact.info)
+    if report.get("unigram_loss") is None:  # built before reports held it: the corpus says it, no training
+        report["unigram_loss"] = unigram_level(cfg.pretrain, tokenizer, cfg.paths.data_dir, texts)
+    return artifact, f"masked-LM pre-trained L{cfg.student.num_layers}/H{cfg.student.hidden_size} (Turc et al.)", report
+
+
+def curve_table(report: dict, limit: int = CURVE_ROWS) -> Table | None:
+    """The masked-LM loss curve of a pre-training report (pretrain/mlm.py) as a table: the entries
+    with a held-out loss (all entries where none has one), at most `limit` of them, evenly spaced,
+    the last always; None for a report without a curve (an SRA student's)."""
+    history = [entry for entry in report.get("history") or [] if "mlm_loss" in entry]
+    if not history:
+        return None
+    shown = [entry for entry in history if entry.get("heldout_mlm_loss") is not None] or history
+    if len(shown) > limit:
+        picks = {round(i * (len(shown) - 1) / (limit - 1)) for i in range(limit)}
+        shown = [entry for i, entry in enumerate(shown) if i in picks]
+    unigram = report.get("unigram_loss")
+    table = Table(title="masked-LM loss curve (nats)",
+                  caption=f"unigram level {unigram:.3f}" if isinstance(unigram, float) else "unigram level: not known")
+    for column in ("step", "training MLM loss", "held-out MLM loss", "held-out - unigram"):
+        table.add_column(column, justify="right")
+    for entry in shown:
+        heldout = entry.get("heldout_mlm_loss")
+        table.add_row(str(entry["step"]), f"{entry['mlm_loss']:.3f}",
+                      f"{heldout:.3f}" if heldout is not None else "-",
+                      f"{heldout - unigram:+.3f}" if heldout is not None and isinstance(unigram, float) else "-")
+    return table
 
 
 def main(argv: list[str] | None = None, prog: str = "distil pretrain") -> int:
@@ -60,9 +96,15 @@ def main(argv: list[str] | None = None, prog: str = "distil pretrain") -> int:
         parser.print_help()
         return 0
     with console_command(prog, log_lines=True):  # each epoch's losses, a resumed build, the heartbeat
-        artifact, what = build(args)
-    losses = {k: v for k, v in artifact.info.items() if k in ("final_mlm_loss", "final_loss", "validation_loss")}
+        artifact, what, report = build(args)
+    losses = {k: v for k, v in report.items()
+              if k in ("final_mlm_loss", "final_heldout_mlm_loss", "unigram_loss", "final_loss", "validation_loss")}
     state = "reused" if artifact.reused else "built"
-    Console().print(f"{what}: {state} {artifact.path}" + "".join(f", {k} {v:.4f}" for k, v in losses.items()
-                                                                 if isinstance(v, float)))
+    console = Console()
+    table = curve_table(report)
+    if table is not None:
+        console.print(table)
+        console.print(UNIGRAM_NOTE, markup=False)
+    console.print(f"{what}: {state} {artifact.path}" + "".join(f", {k} {v:.4f}" for k, v in losses.items()
+                                                               if isinstance(v, float)), markup=False)
     return 0

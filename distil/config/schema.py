@@ -381,7 +381,14 @@ class PretrainConfig:
     weight_decay: float = at_least(0, default=0.01)
     dropout: float = fraction(default=0.1)  # BERT's, in attention and hidden layers
     checkpoint_every_seconds: float = at_least(0, default=60.0)  # a killed pre-training resumes from here
-    # fixed, so every run seed and task shares one pre-trained student (set pretrain.seed=${seed} to vary it)
+    # The report's loss curve on text never trained on: the `heldout_sentences` corpus lines after the
+    # first max_sentences (none when max_sentences is null, or the corpus ends there), masked once with
+    # a fixed seed, their masked-LM loss taken every `heldout_every` steps and at the last step. They
+    # change no weight: at these defaults they stay out of the artifact's key (pretrain/mlm.py).
+    heldout_sentences: int = at_least(0, default=1000)  # 0: no held-out curve
+    heldout_every: int = at_least(1, default=200)
+    # 0 by default, so every run seed and task shares one pre-trained student; pretrain.seed=${seed}
+    # gives each run seed its own (the Turc presets set it on every cell that reads pre-training)
     seed: int = at_least(0, default=0)
 
 
@@ -403,13 +410,26 @@ class AgnosticConfig:
     pooling: str = "cls"
     max_length: int = at_least(8, default=64)
     epochs: int = at_least(1, default=4)
+    # The update budget (Wu §4.3 gives batch 1024 and no number of epochs). null: `epochs` passes over
+    # the corpus; a number: exactly that many optimiser updates, the corpus cycled through as often as
+    # needed (`epochs` then unused), so corpus sizes compare at one update count (Wu §5.4, Table 4)
+    steps: int | None = at_least(1, default=None)
+    # The held-out lines of eq. 1's validation loss (Wu Table 4's "Wikipedia validation set"), never
+    # trained on: "after", the `heldout_sentences` corpus lines after the max_sentences trained on (so
+    # they move with max_sentences); "end", the corpus's last `heldout_sentences` lines, the same for
+    # every max_sentences (training reads the first max_sentences lines before them). Either way at
+    # most a tenth of a small corpus. At these defaults both stay out of the artifact's key.
+    heldout: str = "after"
+    heldout_sentences: int = at_least(1, default=2000)
     batch_size: int = at_least(1, default=1024)  # Wu §4.3
     lr: float = above(0, default=1.0e-3)  # Wu §4.3, Adam
     # Wu does not say how batches are formed. true: batches of similar length in random order
     # (data/batching.length_bucketed_batches), ~2.5x faster on 2 cores than random batches padded
     # to the longest row; false: uniformly random batches.
     length_buckets: bool = True
-    seed: int = at_least(0, default=0)  # fixed: every task and run seed shares one distilled student
+    # 0 by default, so every task and run seed shares one distilled student; agnostic.seed=${seed} gives
+    # each run seed its own (the Wu presets set it on every cell that reads the task-agnostic stage)
+    seed: int = at_least(0, default=0)
 
 
 @dataclass

@@ -58,6 +58,22 @@ def tokenize(tokenizer, lines: list[str], max_length: int) -> Ragged:
     return Ragged.from_lists(ids)
 
 
+def unigram_loss(sentences: Ragged) -> float | None:
+    """The masked-LM loss of a model that ignores the context and predicts the corpus's wordpiece
+    frequencies at every chosen position: the cross-entropy of the unigram distribution with itself,
+    i.e. its entropy -sum_w p(w) ln p(w) in nats, p(w) the share of wordpiece w among the corpus's
+    wordpieces (special tokens excluded: they are never chosen). The examples draw their lines
+    uniformly and every wordpiece of a line is equally likely to be chosen, so the chosen positions
+    follow these frequencies (up to the few wordpieces a pair trims at max_length). A masked LM
+    below this level has learned something from the context; at it, only the frequencies. None for
+    a corpus without wordpieces."""
+    if len(sentences.values) == 0:
+        return None
+    counts = np.bincount(sentences.values.astype(np.int64))
+    p = counts[counts > 0] / counts.sum()
+    return float(-(p * np.log(p)).sum())
+
+
 @dataclass
 class Batch:
     input_ids: torch.Tensor       # [B, T] after masking
@@ -96,10 +112,14 @@ class ExampleSampler:
         return ids, types
 
     def batch(self, size: int, rng: np.random.Generator, generator: torch.Generator) -> Batch:
-        count = len(self.sentences)
-        starts = rng.integers(0, count, size=size)
+        """`size` examples whose first sentences are drawn uniformly from the corpus."""
+        return self.batch_at(rng.integers(0, len(self.sentences), size=size), rng, generator)
+
+    def batch_at(self, starts: np.ndarray, rng: np.random.Generator, generator: torch.Generator) -> Batch:
+        """The examples whose first sentences are the lines `starts` (a held-out pass reads each line once)."""
+        count, size = len(self.sentences), len(starts)
         examples, is_random = [], []
-        for index in starts.tolist():
+        for index in np.asarray(starts).tolist():
             second = None
             if self.nsp:
                 random_next = bool(rng.random() < 0.5) or index + 1 >= count

@@ -6,6 +6,11 @@ encoder's weights over the teacher tokenizer's full wordpiece vocabulary, keyed 
 size, the tokenizer, the corpus's lines, every pre-training setting and the seed: every task and
 run with those reuses it. Training saves a checkpoint in the build directory every
 `checkpoint_every_seconds`; a killed pre-training resumes from it with the same batches.
+
+The artifact's report (its manifest's info) holds the loss curve: the running training MLM loss
+every LOG_EVERY steps, the MLM loss on a held-out slice of the corpus every `heldout_every` steps,
+and the unigram level (corpus.unigram_loss) to read them against: a loss near it means the student
+has learned the wordpieces' frequencies and little of the context. `distil pretrain` prints it.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ from transformers import BertConfig, BertForMaskedLM, BertForPreTraining, get_li
 from distil.common.progress import progress_bar
 from distil.config.schema import PretrainConfig, as_plain_dict
 from distil.errors import DistilError, check_choice
-from distil.pretrain.corpus import ExampleSampler, lines_digest, read_lines, tokenize
+from distil.pretrain.corpus import ExampleSampler, lines_digest, read_lines, tokenize, unigram_loss
 from distil.pretrain.masking import IGNORE
 from distil.store.artifacts import Artifact, ArtifactStore
 from distil.training.loop import optimiser_step
@@ -37,6 +42,10 @@ WEIGHTS = "model.safetensors"
 LOG_EVERY = 100  # steps between the losses kept in the artifact's history
 BERT_GRAD_CLIP = 1.0  # BERT's total-norm clip
 LAYOUT_VERSION = 1
+HELDOUT_SEED = 0  # the held-out slice's masks and next sentences: one draw, the same for every run seed
+# report-only settings (PretrainConfig): no weight depends on them, so at their schema default they
+# stay out of the artifact's key, which is then the key of every artifact built before they existed
+REPORT_ONLY = ("heldout_sentences", "heldout_every")
 
 
 def bert_config(layers: int, hidden: int, vocab_size: int, dropout: float, pad_id: int) -> BertConfig:
@@ -56,19 +65,33 @@ def check_pretrain(cfg: PretrainConfig) -> None:
 
 def corpus_lines(cfg: PretrainConfig, data_dir: str, transfer_texts: list[str] | None) -> list[str]:
     """The corpus: a text file under paths.data_dir, or the task's transfer texts."""
+    return corpus_split(cfg, data_dir, transfer_texts)[0]
+
+
+def corpus_split(cfg: PretrainConfig, data_dir: str,
+                 transfer_texts: list[str] | None) -> tuple[list[str], list[str]]:
+    """(the lines trained on: the corpus's first max_sentences, the held-out lines: the
+    heldout_sentences after them, fewer or none where the corpus ends first or max_sentences is null)."""
+    heldout = cfg.heldout_sentences if cfg.max_sentences else 0
     if cfg.corpus == "transfer":
         lines = [text.strip() for text in transfer_texts or [] if text and text.strip()]
         if not lines:
             raise DistilError("pretrain.corpus=transfer, but this run's transfer set is empty; choose a "
                               "transfer_size above 0x or a text file (pretrain.corpus=<path under paths.data_dir>)")
-        return lines[: cfg.max_sentences] if cfg.max_sentences else lines
-    return read_lines("pretrain.corpus", cfg.corpus, data_dir, cfg.max_sentences)
+    else:
+        limit = cfg.max_sentences + heldout if cfg.max_sentences else None
+        lines = read_lines("pretrain.corpus", cfg.corpus, data_dir, limit)
+    if not cfg.max_sentences:
+        return lines, []
+    return lines[: cfg.max_sentences], lines[cfg.max_sentences: cfg.max_sentences + heldout]
 
 
 def pretrain_spec(cfg: PretrainConfig, layers: int, hidden: int, tokenizer_identity: dict, digest: str,
                   seed: int) -> dict:
+    defaults = PretrainConfig()
     settings = {key: value for key, value in as_plain_dict(cfg).items()
-                if key not in ("name", "description", "corpus", "max_sentences", "checkpoint_every_seconds")}
+                if key not in ("name", "description", "corpus", "max_sentences", "checkpoint_every_seconds")
+                and not (key in REPORT_ONLY and value == getattr(defaults, key))}
     return {"layers": layers, "hidden": hidden, "tokenizer": tokenizer_identity, "corpus": digest,
             "settings": settings, "seed": seed, "layout": LAYOUT_VERSION}
 
@@ -78,13 +101,13 @@ def ensure_pretrained(cfg: PretrainConfig, layers: int, hidden: int, tokenizer, 
                       transfer_texts: list[str] | None = None) -> Artifact:
     """The pre-trained encoder for an L x H student: built once, then read by every run."""
     check_pretrain(cfg)
-    lines = corpus_lines(cfg, data_dir, transfer_texts)
+    lines, heldout = corpus_split(cfg, data_dir, transfer_texts)
     digest = lines_digest(lines)
     describe = {"layers": layers, "hidden": hidden, "corpus": cfg.corpus, "sentences": len(lines),
                 "steps": cfg.steps, "objective": cfg.objective}
     artifact = store.get_or_build(
         "pretrained", f"bert-L{layers}-H{hidden}", pretrain_spec(cfg, layers, hidden, tokenizer_identity, digest, seed),
-        lambda out: pretrain(cfg, layers, hidden, tokenizer, lines, seed, out), describe=describe)
+        lambda out: pretrain(cfg, layers, hidden, tokenizer, lines, seed, out, heldout), describe=describe)
     if artifact.reused:
         log.info("reusing pre-trained student %s; not pre-training again", artifact.path)
     else:
@@ -93,8 +116,11 @@ def ensure_pretrained(cfg: PretrainConfig, layers: int, hidden: int, tokenizer, 
 
 
 def pretrain(cfg: PretrainConfig, layers: int, hidden: int, tokenizer, lines: list[str], seed: int,
-             out: Path) -> dict:
+             out: Path, heldout: list[str] | None = None) -> dict:
     """Train `cfg.steps` steps into `out` (resuming its checkpoint if one is there); the artifact's info.
+    `heldout`: lines never trained on, whose masked-LM loss the history records every
+    `cfg.heldout_every` steps (it draws nothing from the training's generators: the weights are
+    the same with or without it).
 
     Not `training.fit`, by design: pre-training counts optimiser steps, not epochs (Turc et al. run a
     million, with a linear warm-up and decay over steps), draws every batch afresh from the corpus
@@ -106,6 +132,7 @@ def pretrain(cfg: PretrainConfig, layers: int, hidden: int, tokenizer, lines: li
     sentences = tokenize(tokenizer, lines, cfg.max_length)
     sampler = ExampleSampler(sentences, tokenizer, cfg.max_length, nsp, cfg.mask_prob, cfg.mask_token_prob,
                              cfg.random_token_prob)
+    heldout_batches = heldout_examples(cfg, tokenizer, heldout or [], nsp)
     torch.manual_seed(seed)
     config = bert_config(layers, hidden, len(tokenizer), cfg.dropout, tokenizer.pad_token_id)
     model = (BertForPreTraining if nsp else BertForMaskedLM)(config)
@@ -143,10 +170,14 @@ def pretrain(cfg: PretrainConfig, layers: int, hidden: int, tokenizer, lines: li
             running["nsp"] += nsp_loss.item() if nsp_loss is not None else 0.0
             running["n"] += 1
             progress.update(bar, advance=1, status=f"mlm loss {running['mlm'] / running['n']:.3f}")
-            if step % LOG_EVERY == 0 or step == cfg.steps:
+            evaluate = bool(heldout_batches) and (step % cfg.heldout_every == 0 or step == cfg.steps)
+            if step % LOG_EVERY == 0 or step == cfg.steps or evaluate:
                 entry = {"step": step, "mlm_loss": running["mlm"] / running["n"]}
                 if nsp:
                     entry["nsp_loss"] = running["nsp"] / running["n"]
+                heldout_mlm = heldout_loss(model, heldout_batches) if evaluate else None
+                if heldout_mlm is not None:  # None: the slice drew no position to predict
+                    entry["heldout_mlm_loss"] = heldout_mlm
                 history.append(entry)
                 log.info("pre-training step %d/%d: %s", step, cfg.steps,
                          ", ".join(f"{k} {v:.4f}" for k, v in entry.items() if k != "step"))
@@ -160,9 +191,46 @@ def pretrain(cfg: PretrainConfig, layers: int, hidden: int, tokenizer, lines: li
     save_file(encoder, out / WEIGHTS)
     (out / "config.json").write_text(json.dumps(config.to_dict(), indent=2))
     checkpoint.unlink(missing_ok=True)  # complete: nothing to resume
+    heldout_curve = [entry["heldout_mlm_loss"] for entry in history if "heldout_mlm_loss" in entry]
     return {"steps": step, "history": history, "sentences": len(sentences),
             "wordpieces": int(sentences.lengths().sum()), "seconds": round(time.perf_counter() - started, 1),
-            "final_mlm_loss": history[-1]["mlm_loss"] if history else None}
+            "final_mlm_loss": history[-1]["mlm_loss"] if history else None,
+            "final_heldout_mlm_loss": heldout_curve[-1] if heldout_curve else None,
+            "heldout_sentences": len(heldout or []), "unigram_loss": unigram_loss(sentences)}
+
+
+def heldout_examples(cfg: PretrainConfig, tokenizer, lines: list[str], nsp: bool) -> list:
+    """The held-out slice as fixed batches: each line once as the first sentence, masked (and paired,
+    with nsp: the line after it in the slice, or a random one of it) with HELDOUT_SEED, so every
+    evaluation, every resumed build and every run seed read the same examples."""
+    if not lines:
+        return []
+    sentences = tokenize(tokenizer, lines, cfg.max_length)
+    sampler = ExampleSampler(sentences, tokenizer, cfg.max_length, nsp, cfg.mask_prob, cfg.mask_token_prob,
+                             cfg.random_token_prob)
+    rng, generator = np.random.default_rng(HELDOUT_SEED), torch.Generator().manual_seed(HELDOUT_SEED)
+    order = np.arange(len(sentences))
+    return [sampler.batch_at(order[start:start + cfg.batch_size], rng, generator)
+            for start in range(0, len(order), cfg.batch_size)]
+
+
+def heldout_loss(model, batches: list) -> float | None:
+    """The masked-LM cross-entropy over every chosen position of the held-out batches (in eval mode:
+    no dropout, so nothing is drawn from torch's generator and training continues as without it)."""
+    model.eval()
+    total, count = 0.0, 0
+    with torch.no_grad():
+        for batch in batches:
+            chosen = batch.labels != IGNORE
+            if not chosen.any():
+                continue
+            out = model.bert(input_ids=batch.input_ids, attention_mask=batch.attention_mask,
+                             token_type_ids=batch.token_type_ids)
+            logits = model.cls.predictions(out.last_hidden_state[chosen])
+            total += torch.nn.functional.cross_entropy(logits, batch.labels[chosen], reduction="sum").item()
+            count += int(chosen.sum())
+    model.train()
+    return total / count if count else None
 
 
 def losses(model, batch, nsp: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -204,6 +272,13 @@ def tokenizer_identity(tokenizer) -> dict:
 
     return {"vocab": vocab_digest(tokenizer), "class": type(tokenizer).__name__,
             "lower": getattr(tokenizer, "do_lower_case", None)}
+
+
+def unigram_level(cfg: PretrainConfig, tokenizer, data_dir: str,
+                  transfer_texts: list[str] | None = None) -> float | None:
+    """corpus.unigram_loss of the lines this config trains on, for an artifact built before its
+    report held it (a tokenization of the corpus: a minute for 400,000 lines, no training)."""
+    return unigram_loss(tokenize(tokenizer, corpus_lines(cfg, data_dir, transfer_texts), cfg.max_length))
 
 
 def pretrained_transformer(cfg: PretrainConfig, student_cfg, tokenizer, store: ArtifactStore, data_dir: str,

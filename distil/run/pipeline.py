@@ -269,7 +269,8 @@ def student_start(cfg: Config, plan: RunPlan, data: TaskData, tokenizer,
     texts = [text for column in ("text", "text_pair") if column in transfer.column_names for text in transfer[column]]
     artifact = pretrained_transformer(cfg.pretrain, cfg.student, tokenizer, store, cfg.paths.data_dir, texts)
     encoder, _ = load_pretrained_encoder(artifact.path)
-    summary = {k: artifact.info.get(k) for k in ("steps", "sentences", "final_mlm_loss")}
+    summary = {k: artifact.info.get(k) for k in ("steps", "sentences", "final_mlm_loss", "final_heldout_mlm_loss",
+                                                 "unigram_loss")}
     return PretrainedStart(encoder, cfg.student.num_layers, cfg.student.hidden_size, tokenizer.pad_token_id,
                            tokenizer.unk_token_id, f"pretrained/{artifact.key}", info=summary)
 
