@@ -8,10 +8,20 @@ such as the offline MiniLM, the mean of the top layer over the sentence (`mean`)
 (eq. 1, losses.representation_cosine) with Adam at 1e-3 and batch 1024 (§4.3). Its vocabulary is
 the teacher tokenizer's whole wordpiece list; a task's student keeps the rows of its own.
 
+The budget (`agnostic.steps`): null trains `epochs` passes over the corpus; a number trains exactly
+that many optimiser updates, cycling through the corpus as often as needed, so corpus sizes compare
+at one update count (Wu §5.4, Table 4). The held-out lines of eq. 1's validation loss
+(`agnostic.heldout`): "after", the lines after the ones trained on (they move with max_sentences);
+"end", the corpus's last `heldout_sentences` lines, the same for every max_sentences.
+
 The artifact (outputs/cache/agnostic/<teacher>-<hash>/) is keyed by the teacher's weights, the
-pooling, the corpus's lines, the student's sizes and every setting; the teacher's vectors of the
-corpus are computed once into the build directory, and training saves a checkpoint there after
-every epoch, so a killed build resumes.
+pooling, the corpus's lines, the student's sizes and every setting (the settings added later stay
+out of the key at their defaults, so earlier artifacts are still found). With heldout=after the
+teacher's vectors of the lines read are computed into the build directory; with heldout=end they
+are computed once for the whole corpus into an artifact of their own
+(outputs/cache/agnostic-vectors/), which every corpus size and seed then slices. Training saves a
+checkpoint after every pass and every few minutes within one, so a killed build resumes where it
+was, with the same result.
 """
 
 from __future__ import annotations
@@ -41,15 +51,24 @@ from distil.training.losses import representation_cosine
 log = logging.getLogger(__name__)
 
 POOLINGS = ("cls", "mean")
+HELDOUT = ("after", "end")
 VECTORS = "teacher-vectors.safetensors"
-HELD_OUT = 2000  # corpus lines after the training ones: the held-out distillation loss (Wu Table 4)
+VECTORS_KIND = "agnostic-vectors"  # the whole corpus's teacher vectors, shared by heldout=end builds
+VECTORS_LAYOUT = 1
+VECTORS_CHUNK = 50_000  # corpus lines per resumable piece of a shared vectors build
+HELD_OUT = 2000  # agnostic.heldout_sentences' default: the held-out distillation loss (Wu Table 4)
 CHECKPOINT = "agnostic-checkpoint.pt"
+CHECKPOINT_SECONDS = 300.0  # within a pass (and after each): a killed build loses at most this much training
 WEIGHTS = "student.safetensors"
 LAYOUT_VERSION = 1
+# settings added after artifacts were first built: at these values (their schema defaults, today's
+# behaviour) they stay out of the key, so those artifacts are still found
+ADDED_SETTINGS = {"steps": None, "heldout": "after", "heldout_sentences": HELD_OUT}
 
 
 def check_agnostic(cfg) -> None:
     check_choice("agnostic.pooling", cfg.pooling, POOLINGS)
+    check_choice("agnostic.heldout", cfg.heldout, HELDOUT)
 
 
 def sentence_vectors(encoder, ids: list[list[int]], pad_id: int, pooling: str, batch_size: int = 128,
@@ -83,10 +102,34 @@ def pooled_vectors(encoder, ids: list[list[int]], pad_id: int, poolings: tuple[s
 
 def agnostic_spec(cfg, teacher_identity: dict, student_cfg, digest: str, sentence_size: int) -> dict:
     unkeyed = ("name", "description", "corpus", "max_sentences")  # the corpus counts by its digest
-    settings = {k: v for k, v in as_plain_dict(cfg).items() if k not in unkeyed}
+    settings = {k: v for k, v in as_plain_dict(cfg).items()
+                if k not in unkeyed and not (k in ADDED_SETTINGS and v == ADDED_SETTINGS[k])}
+    if cfg.steps is not None:
+        settings.pop("epochs")  # unused: the update count is the budget
     student = {k: student_cfg[k] for k in ("embedding_dim", "hidden_size", "num_layers", "dropout", "embedding_init")}
     return {"teacher": teacher_identity, "corpus": digest, "student": student, "sentence_size": sentence_size,
             "settings": settings, "layout": LAYOUT_VERSION}
+
+
+def corpus_split(cfg, data_dir: str) -> tuple[list[str], list[str], list[str] | None]:
+    """(training lines, held-out lines, the whole corpus or None), as agnostic.heldout says.
+    "after": the first max_sentences lines, then the held-out ones read after them (the last lines
+    read: at most heldout_sentences, a tenth of a small corpus). "end": the corpus's last
+    heldout_sentences lines (at most a tenth of a small corpus), the same for every max_sentences, and
+    the first max_sentences of the lines before them (all of them with null); the whole corpus is
+    returned too, since its teacher vectors are computed once for every size."""
+    if cfg.heldout == "after":
+        limit = None if cfg.max_sentences is None else cfg.max_sentences + cfg.heldout_sentences
+        lines = read_lines("agnostic.corpus", cfg.corpus, data_dir, limit)
+        held = min(cfg.heldout_sentences, len(lines) // 10)
+        return lines[:len(lines) - held], lines[len(lines) - held:], None
+    every = read_lines("agnostic.corpus", cfg.corpus, data_dir, None)
+    pool = len(every) - min(cfg.heldout_sentences, len(every) // 10)
+    if cfg.max_sentences is not None and cfg.max_sentences > pool:
+        log.info("agnostic.max_sentences=%d: the corpus has %d lines before its held-out ones; training on those",
+                 cfg.max_sentences, pool)
+    count = pool if cfg.max_sentences is None else min(cfg.max_sentences, pool)
+    return every[:count], every[pool:], every
 
 
 def ensure_agnostic(cfg, teacher_name: str, teacher_identity: dict, teacher_hidden: int, load_encoder, tokenizer,
@@ -95,17 +138,19 @@ def ensure_agnostic(cfg, teacher_name: str, teacher_identity: dict, teacher_hidd
     `load_encoder()` gives the pre-trained teacher encoder (only called to build); `initial_rows(dim)`
     the student's starting embedding over [PAD], [UNK] and every teacher wordpiece."""
     check_agnostic(cfg)
-    limit = None if cfg.max_sentences is None else cfg.max_sentences + HELD_OUT
-    lines = read_lines("agnostic.corpus", cfg.corpus, data_dir, limit)
-    # the last lines read are held out (at most HELD_OUT, a tenth of a small corpus)
-    held = min(HELD_OUT, len(lines) // 10)
-    lines, held_out = lines[:len(lines) - held], lines[len(lines) - held:]
+    lines, held_out, every = corpus_split(cfg, data_dir)
     digest = lines_digest(lines + held_out)
     describe = {"teacher": teacher_name, "pooling": cfg.pooling, "corpus": cfg.corpus, "sentences": len(lines),
-                "epochs": cfg.epochs}
+                **({"epochs": cfg.epochs} if cfg.steps is None else {"steps": cfg.steps}), "heldout": cfg.heldout}
+    teacher_vectors = None
+    if every is not None:
+        def teacher_vectors() -> tuple[torch.Tensor, torch.Tensor]:
+            return shared_vectors(cfg, teacher_name, teacher_identity, load_encoder, tokenizer, every, store,
+                                  len(lines), len(held_out))
     artifact = store.get_or_build(
         "agnostic", teacher_name, agnostic_spec(cfg, teacher_identity, student_cfg, digest, teacher_hidden),
-        lambda out: distil_agnostic(cfg, load_encoder, tokenizer, student_cfg, initial_rows, lines, held_out, out),
+        lambda out: distil_agnostic(cfg, load_encoder, tokenizer, student_cfg, initial_rows, lines, held_out, out,
+                                    teacher_vectors),
         describe=describe)
     if artifact.reused:
         log.info("reusing task-agnostic SRA student %s; not distilling it again", artifact.path)
@@ -114,27 +159,79 @@ def ensure_agnostic(cfg, teacher_name: str, teacher_identity: dict, teacher_hidd
     return artifact
 
 
+def shared_vectors(cfg, teacher_name: str, teacher_identity: dict, load_encoder, tokenizer, every: list[str],
+                   store: ArtifactStore, count: int, held: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(training targets, held-out targets) of a heldout=end build: the first `count` and the last
+    `held` rows of the teacher's vectors of the whole corpus, an artifact keyed by the teacher, the
+    pooling, the length and the corpus's lines, built once for every corpus size and seed."""
+    spec = {"teacher": teacher_identity, "pooling": cfg.pooling, "max_length": cfg.max_length,
+            "corpus": lines_digest(every), "layout": VECTORS_LAYOUT}
+    artifact = store.get_or_build(
+        VECTORS_KIND, teacher_name, spec, lambda out: corpus_vectors(cfg, load_encoder, tokenizer, every, out),
+        describe={"teacher": teacher_name, "pooling": cfg.pooling, "corpus": cfg.corpus, "sentences": len(every)})
+    vectors = load_file(artifact.path / VECTORS)["vectors"]
+    return vectors[:count], vectors[len(vectors) - held:]
+
+
+def corpus_vectors(cfg, load_encoder, tokenizer, lines: list[str], out: Path) -> dict:
+    """The teacher's sentence vectors of every line into `out`/VECTORS, in pieces of VECTORS_CHUNK
+    lines, each saved as it is done, so a killed build resumes at the first piece missing."""
+    every, encoder = None, None
+    with progress_bar() as progress:
+        bar = progress.add_task(f"teacher sentence vectors of the corpus ({cfg.pooling})", total=len(lines),
+                                status="")
+        for start in range(0, len(lines), VECTORS_CHUNK):
+            piece = out / f"piece-{start:09d}.safetensors"
+            if not piece.is_file():
+                ids = tokenizer(lines[start:start + VECTORS_CHUNK], truncation=True,
+                                max_length=cfg.max_length)["input_ids"]
+                encoder = encoder or load_encoder()
+                vectors = sentence_vectors(encoder, ids, tokenizer.pad_token_id, cfg.pooling,
+                                           progress=lambda n: progress.advance(bar, n))
+                partial = piece.with_suffix(".partial")
+                save_file({"vectors": vectors.contiguous()}, partial)
+                os.replace(partial, piece)
+            else:
+                progress.advance(bar, min(VECTORS_CHUNK, len(lines) - start))
+            vectors = load_file(piece)["vectors"]
+            if every is None:
+                every = torch.empty((len(lines), vectors.shape[1]))
+            every[start:start + len(vectors)] = vectors
+    partial = (out / VECTORS).with_suffix(".partial")
+    save_file({"vectors": every}, partial)
+    os.replace(partial, out / VECTORS)
+    for piece in out.glob("piece-*.safetensors"):
+        piece.unlink()
+    return {"sentences": len(lines), "sentence_size": int(every.shape[1])}
+
+
 def distil_agnostic(cfg, load_encoder, tokenizer, student_cfg, initial_rows, lines: list[str], held_out: list[str],
-                    out: Path) -> dict:
+                    out: Path, teacher_vectors=None) -> dict:
     """Wu et al.'s task-agnostic distillation (Eq. 1) of the teacher's sentence vectors into the SRA
-    student. Not `training.fit`, by design: it trains a fixed number of epochs and keeps the last
-    (the held-out loss is reported, Wu Table 4, and selects nothing), where fit stops on patience and
-    restores the best dev epoch; its loss history is per sentence, not per batch. It shares fit's
-    optimiser step (training.loop.optimiser_step)."""
+    student. Not `training.fit`, by design: it trains a fixed budget (`epochs` passes, or `steps`
+    updates) and keeps the last weights (the held-out loss is reported, Wu Table 4, and selects
+    nothing), where fit stops on patience and restores the best dev epoch; its loss history is per
+    pass over the corpus (the last one partial when `steps` ends within it), per sentence, not per
+    batch. It shares fit's optimiser step (training.loop.optimiser_step). `teacher_vectors()`, when
+    given, returns the (training, held-out) targets; else they are computed into `out`."""
     ids = tokenizer(lines + held_out, truncation=True, max_length=cfg.max_length)["input_ids"]
     pad_id = tokenizer.pad_token_id
     vectors_path = out / VECTORS
-    if vectors_path.is_file():
-        every = load_file(vectors_path)["vectors"]
+    if teacher_vectors is not None:
+        targets, held_targets = teacher_vectors()
     else:
-        encoder = load_encoder()
-        with progress_bar() as progress:
-            bar = progress.add_task(f"teacher sentence vectors ({cfg.pooling})", total=len(ids), status="")
-            every = sentence_vectors(encoder, ids, pad_id, cfg.pooling, progress=lambda n: progress.advance(bar, n))
-        partial = vectors_path.with_suffix(".partial")
-        save_file({"vectors": every.contiguous()}, partial)
-        os.replace(partial, vectors_path)
-    targets, held_targets = every[:len(lines)], every[len(lines):]
+        if vectors_path.is_file():
+            every = load_file(vectors_path)["vectors"]
+        else:
+            encoder = load_encoder()
+            with progress_bar() as progress:
+                bar = progress.add_task(f"teacher sentence vectors ({cfg.pooling})", total=len(ids), status="")
+                every = sentence_vectors(encoder, ids, pad_id, cfg.pooling,
+                                         progress=lambda n: progress.advance(bar, n))
+            partial = vectors_path.with_suffix(".partial")
+            save_file({"vectors": every.contiguous()}, partial)
+            os.replace(partial, vectors_path)
+        targets, held_targets = every[:len(lines)], every[len(lines):]
     ids, held_ids = ids[:len(lines)], ids[len(lines):]
     vocab = TrimmedVocab.whole(len(tokenizer))  # every wordpiece: rows 2.. are teacher ids 0..
     torch.manual_seed(cfg.seed)
@@ -143,51 +240,73 @@ def distil_agnostic(cfg, load_encoder, tokenizer, student_cfg, initial_rows, lin
     with torch.no_grad():
         student.encoder.embedding.weight.copy_(initial_rows(student_cfg.embedding_dim, vocab))
     mapped, held_mapped = [vocab.map(x) for x in ids], [vocab.map(x) for x in held_ids]
+    del ids, held_ids  # a whole corpus's ids are large: keep one copy
     optimizer = torch.optim.Adam(student.parameters(), lr=cfg.lr)
     rng = np.random.default_rng(cfg.seed)
-    epoch, history, seconds = 0, [], 0.0
+    lengths = [len(x) for x in mapped]
+    per_pass = -(-len(mapped) // cfg.batch_size)
+    budget = cfg.epochs * per_pass if cfg.steps is None else cfg.steps
+    # epoch: passes finished; within the pass under way, `position` batches done, their loss sum `total`
+    epoch, step, position, total, history, seconds = 0, 0, 0, 0.0, [], 0.0
     checkpoint = out / CHECKPOINT
     if checkpoint.is_file():
         state = torch.load(checkpoint, weights_only=True)
         student.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
-        rng.bit_generator.state = state["numpy_rng"]
+        rng.bit_generator.state = state["numpy_rng"]  # where the pass under way drew its batches
         torch.set_rng_state(state["dropout_rng"])
         epoch, history, seconds = state["epoch"], state["history"], state["seconds"]
-        log.info("resuming task-agnostic distillation after epoch %d from %s", epoch, checkpoint)
+        # a checkpoint of an earlier version was taken at a pass's end
+        step, position, total = state.get("step", epoch * per_pass), state.get("position", 0), state.get("total", 0.0)
+        log.info("resuming task-agnostic distillation at update %d of %d (pass %d) from %s", step, budget,
+                 epoch + 1, checkpoint)
     started = time.perf_counter() - seconds
-    lengths = [len(x) for x in mapped]
-    batches = -(-len(mapped) // cfg.batch_size)
+    saved = time.perf_counter()
+
+    def save(pass_rng: dict) -> None:
+        partial = checkpoint.with_suffix(".partial")
+        torch.save({"model": student.state_dict(), "optimizer": optimizer.state_dict(), "numpy_rng": pass_rng,
+                    "dropout_rng": torch.get_rng_state(), "epoch": epoch, "step": step, "position": position,
+                    "total": total, "history": history, "seconds": time.perf_counter() - started}, partial)
+        os.replace(partial, checkpoint)
+
     with progress_bar() as progress:
-        bar = progress.add_task("task-agnostic SRA distillation", total=cfg.epochs * batches,
-                                completed=epoch * batches, status="")
-        while epoch < cfg.epochs:
+        bar = progress.add_task("task-agnostic SRA distillation", total=budget, completed=step, status="")
+        while step < budget:
             student.train()
-            total = 0.0
-            for rows in epoch_batches(cfg, lengths, rng):
+            pass_rng = rng.bit_generator.state  # a resumed pass draws its batches again from here
+            batches = epoch_batches(cfg, lengths, rng)
+            for rows in batches[position:]:
+                if step >= budget:
+                    break
                 sentences = student.sentence(*pad([mapped[r] for r in rows]))
                 loss = representation_cosine(sentences, targets[torch.from_numpy(rows)])
                 optimiser_step(loss, optimizer, student.parameters())
                 total += loss.item() * len(rows)
+                step, position = step + 1, position + 1
                 progress.update(bar, advance=1, status=f"loss {loss.item():.4f}")
+                if step < budget and time.perf_counter() - saved >= CHECKPOINT_SECONDS:
+                    save(pass_rng)
+                    saved = time.perf_counter()
+            seen = sum(len(rows) for rows in batches[:position])
             epoch += 1
-            history.append({"epoch": epoch, "loss": total / len(mapped),
-                             "validation_loss": held_out_loss(student, held_mapped, held_targets, cfg.batch_size)})
-            log.info("task-agnostic SRA epoch %d/%d: loss %.4f, held-out %.4f", epoch, cfg.epochs,
-                     total / len(mapped), history[-1]["validation_loss"])
-            if epoch < cfg.epochs:
-                partial = checkpoint.with_suffix(".partial")
-                torch.save({"model": student.state_dict(), "optimizer": optimizer.state_dict(),
-                            "numpy_rng": rng.bit_generator.state, "dropout_rng": torch.get_rng_state(),
-                            "epoch": epoch, "history": history, "seconds": time.perf_counter() - started}, partial)
-                os.replace(partial, checkpoint)
+            history.append({"epoch": epoch, "steps": step, "loss": total / seen,
+                            "validation_loss": held_out_loss(student, held_mapped, held_targets, cfg.batch_size)})
+            held = history[-1]["validation_loss"]
+            log.info("task-agnostic SRA pass %d (update %d of %d): loss %.4f, held-out %s", epoch, step, budget,
+                     total / seen, "none" if held is None else f"{held:.4f}")
+            position, total = 0, 0.0
+            if step < budget:
+                save(rng.bit_generator.state)
+                saved = time.perf_counter()
     weights = {k: v.contiguous() for k, v in student.state_dict().items() if not k.startswith("classifier.")}
     save_file(weights, out / WEIGHTS)
     checkpoint.unlink(missing_ok=True)
-    vectors_path.unlink()  # the teacher's vectors served the build only
-    return {"epochs": epoch, "history": history, "sentences": len(lines), "held_out": len(held_out),
-            "sentence_size": int(targets.shape[1]), "seconds": round(time.perf_counter() - started, 1),
-            "final_loss": history[-1]["loss"], "validation_loss": history[-1]["validation_loss"]}
+    vectors_path.unlink(missing_ok=True)  # the teacher's vectors served the build only
+    return {"epochs": epoch, "steps": step, "history": history, "sentences": len(lines), "held_out": len(held_out),
+            "heldout": cfg.heldout, "sentence_size": int(targets.shape[1]),
+            "seconds": round(time.perf_counter() - started, 1), "final_loss": history[-1]["loss"],
+            "validation_loss": history[-1]["validation_loss"]}
 
 
 def epoch_batches(cfg, lengths: list[int], rng: np.random.Generator) -> list[np.ndarray]:
