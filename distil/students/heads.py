@@ -26,6 +26,15 @@ PLACES = ("side", "path")
 OUTPUT_HEADS = {"classifier": "logits", "regression": "scores"}  # layer group -> the output it gives
 
 
+def output_size(classifier: nn.Module) -> int:
+    """The number of outputs of a student's classifier: a Linear's, or an MLP's last Linear's (the
+    siamese, SRA and Tang students end in one)."""
+    linears = [m for m in classifier.modules() if isinstance(m, nn.Linear)]
+    if not linears:
+        raise DistilError(f"the student's classifier ({type(classifier).__name__}) has no linear output layer")
+    return linears[-1].out_features
+
+
 class WithRepresentation(nn.Module):
     """Wraps a student; adds `representation` to its outputs.
 
@@ -45,7 +54,7 @@ class WithRepresentation(nn.Module):
         super().__init__()
         self.student, self.place = student, place
         self.projection = nn.Linear(student.representation_size, teacher_hidden_size)
-        num_labels = student.classifier.out_features
+        num_labels = output_size(student.classifier)
         if self.in_path:
             # the output layer reads the projected vector; the student's own classifier goes
             self.output = nn.Linear(teacher_hidden_size, num_labels)

@@ -122,7 +122,10 @@ def fit(
             history.append({"epoch": epoch, "train_loss": running / max(seen, 1), "dev": dev})
             log.info("%s epoch %d: train loss %.4f, dev %.4f", description, epoch,
                      running / max(seen, 1), dev)
-            if dev > best_dev and (math.isinf(best_dev) or dev - best_dev > min_improvement * abs(best_dev)):
+            # without a threshold the score's own order decides (a teacher's DevSelection: the metric,
+            # then the dev loss on a tie); with one, the gain must pass min_improvement x |best|
+            if dev > best_dev and (not min_improvement or math.isinf(best_dev)
+                                   or dev - best_dev > min_improvement * abs(best_dev)):
                 best_dev, best_epoch = dev, epoch
                 best_state = _snapshot(model)
             elif epoch - best_epoch >= patience and steps >= min_steps:
