@@ -118,7 +118,22 @@ def headline_findings(records: list[dict], pages_dir: str = "") -> str:
     frame = findings_frame(headline, headline=True)
     if pages_dir:
         frame["table"] = [link.replace("](", f"]({pages_dir}/") for link in frame["table"]]
-    return f"{counts(headline)}.\n\n" + to_markdown(frame, index=False, disable_numparse=True)
+    return (f"{by_finding(headline)}\n\nBy claim: {counts(headline)}.\n\n"
+            + to_markdown(frame, index=False, disable_numparse=True))
+
+
+def by_finding(headline: list[dict]) -> str:
+    """Each headline finding's verdict, the weakest judged one of its claims (as a claim's is over its
+    groups): reproduced only where every claim it makes is; not judged while any claim has no verdict."""
+    order = [*VERDICTS, "not comparable", "not judged"]
+    verdicts = {}
+    for record in headline:
+        verdicts.setdefault(record["headline"], []).append(record["verdict"])
+    found = {number: max(claims, key=order.index) for number, claims in verdicts.items()}
+    summary = ", ".join(f"{number}: {verdict}" for number, verdict in sorted(found.items()))
+    reproduced = sum(v == VERDICTS[0] for v in found.values())
+    return (f"**{reproduced} of {len(found)} headline findings reproduced** (a finding takes the weakest verdict "
+            f"of its claims; one not judged or not comparable is not reproduced): {summary}.")
 
 
 def overview(records: list[dict], pages: dict[str, str]) -> str:
