@@ -32,6 +32,7 @@ from distil.tables.significance import CONFIDENCE, Difference, welch
 MIN_SEEDS = 3
 VERDICTS = ("reproduced", "consistent", "inconclusive", "contradicts")  # best first
 NOT_JUDGED, NOT_COMPARABLE = "not judged", "not comparable"
+RANKED = (*VERDICTS, NOT_COMPARABLE, NOT_JUDGED)  # best first: a finding over several claims takes the last
 RULE = (f"Welch's t-test at {CONFIDENCE:.0%} on the seeds, each side at least {MIN_SEEDS} seeds and no run "
         "stopped still improving")
 LEGEND = ("reproduced: the paper's direction, significant; consistent: the paper's direction, not significant; "

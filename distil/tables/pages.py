@@ -20,7 +20,7 @@ from pathlib import Path
 
 from distil.common.atomic import write_atomic
 from distil.common.markdown import to_markdown
-from distil.tables.findings import LEGEND, RULE, VERDICTS
+from distil.tables.findings import LEGEND, RANKED, RULE, VERDICTS
 
 TABLE_MARK = "<!-- table: "
 FIGURES = "figures"
@@ -105,8 +105,7 @@ def findings_frame(records: list[dict], headline: bool):
 
 def counts(records: list[dict]) -> str:
     found = [r["verdict"] for r in records]
-    order = [*VERDICTS, "not comparable", "not judged"]
-    return ", ".join(f"{found.count(v)} {v}" for v in order if found.count(v))
+    return ", ".join(f"{found.count(v)} {v}" for v in RANKED if found.count(v))
 
 
 def headline_findings(records: list[dict], pages_dir: str = "") -> str:
@@ -125,11 +124,10 @@ def headline_findings(records: list[dict], pages_dir: str = "") -> str:
 def by_finding(headline: list[dict]) -> str:
     """Each headline finding's verdict, the weakest judged one of its claims (as a claim's is over its
     groups): reproduced only where every claim it makes is; not judged while any claim has no verdict."""
-    order = [*VERDICTS, "not comparable", "not judged"]
     verdicts = {}
     for record in headline:
         verdicts.setdefault(record["headline"], []).append(record["verdict"])
-    found = {number: max(claims, key=order.index) for number, claims in verdicts.items()}
+    found = {number: max(claims, key=RANKED.index) for number, claims in verdicts.items()}
     summary = ", ".join(f"{number}: {verdict}" for number, verdict in sorted(found.items()))
     reproduced = sum(v == VERDICTS[0] for v in found.values())
     return (f"**{reproduced} of {len(found)} headline findings reproduced** (a finding takes the weakest verdict "

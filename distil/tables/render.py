@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -555,15 +556,14 @@ def teacher_mismatches(runs: list[Cell]) -> list[str]:
     """One line per teacher content key whose runs record different test scores: the same key, so
     the same config, but different weights (fine-tuned on machines whose arithmetic differs, or a
     changed library): the cells that read it disagree on their teacher, and this says so."""
-    scores: dict[str, dict[str, int]] = {}
+    scores: dict[str, Counter] = defaultdict(Counter)
     for cell in runs:
         metrics = cell.metrics or {}
         key = (metrics.get("artifacts") or {}).get("teacher")
         test = (metrics.get("teacher") or {}).get("test") or {}
         metric = metrics.get("metric")
         if key and isinstance(test.get(metric), float):
-            text = f"{100 * test[metric]:.2f}"
-            scores.setdefault(key, {})[text] = scores.setdefault(key, {}).get(text, 0) + 1
+            scores[key][f"{100 * test[metric]:.2f}"] += 1
     return [f"Teacher {key}: its runs record test {texts}: one key, different weights (fine-tuned on another "
             f"machine or library); each run reads the teacher it had."
             for key, found in scores.items() if len(found) > 1
