@@ -385,6 +385,33 @@ def test_only_runs_the_named_rows_columns_or_where_they_cross_and_writes_the_who
                            "its rows: hard, D1; its columns: all, 5k")
 
 
+def test_seed_runs_only_that_seeds_cells_and_a_seed_the_table_lacks_is_an_error(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("DISTIL_OUTPUTS", raising=False)
+    monkeypatch.setenv("DISTIL_CONFIG_DIR", str(tmp_path / "conf"))
+    write_preset(tmp_path / "conf" / "table", "tiny", "scales: {cpu: {base: [debug=smoke], seeds: [1, 2]}}\n"
+                 "rows: [{label: hard, overrides: [schedule=hard]}, {label: D1, overrides: [schedule=d1]}]\n")
+    ran = []
+
+    def fake_run(cell, root):
+        ran.append((cell.row, cell.seed))
+        directory = root / "cells" / cell.key
+        directory.mkdir(parents=True)
+        (directory / "metrics.json").write_text('{"status": "ok", "student": {"test": {"accuracy": 0.5}}}')
+        return "done", None
+
+    monkeypatch.setattr(run, "run_cell", fake_run)
+    code, _, err = table(["tiny", "--seed", "2", "--only", "D1"], capsys)  # both filters apply
+    assert code == 0, err
+    assert ran == [("D1", 2)]
+    code, _, err = table(["tiny", "--seed", "1"], capsys)
+    assert code == 0, err
+    assert ran == [("D1", 2), ("hard", 1), ("D1", 1)]
+    code, _, err = table(["tiny", "--seed", "3"], capsys)
+    assert code == 2 and ran == [("D1", 2), ("hard", 1), ("D1", 1)]
+    assert err.strip() == "distil table: error: --seed 3 is not a seed of these tables at this scale; their seeds: 1, 2"
+
+
 def test_a_finished_cell_is_recorded_and_a_fresh_machine_reads_it_instead_of_running_it(tmp_path, monkeypatch,
                                                                                           capsys):
     """outputs/ is not in git: a finished cell is copied to the tracked results (distil.tables.ledger)

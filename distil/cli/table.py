@@ -22,6 +22,7 @@ examples:
   distil table --list                     # the presets and their cell counts per scale
   distil table NAME --render-only         # write NAME's table from the cells done so far; run nothing
   distil table NAME --only SST-2          # run only the cells of that row or column first (repeatable)
+  distil table NAME --seed 1              # run only seed 1's cells (repeatable)
   distil table --frontier-targets         # issue 15's targets on the frontier runs -> frontier-targets.{md,csv}
   distil table --all --render-only --pages  # every table from the recorded cells, then docs/results/ (make results)
 """
@@ -52,6 +53,9 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
                         help="run only the cells of the row or column with this label (repeatable; rows and "
                              "columns both named: where they cross), e.g. a big table's SST-2 column first; the "
                              "table is still written with every cell done so far")
+    parser.add_argument("--seed", action="append", type=int, metavar="N", default=[], dest="seeds",
+                        help="run only the cells of this seed (repeatable), e.g. a first seed of every cell "
+                             "before the rest; with --only, both apply")
     parser.add_argument("--frontier-targets", action="store_true",
                         help="write outputs/tables/frontier-targets.{md,csv}: issue 15's targets checked on the "
                              "frontier runs done at --scale (make frontier's last step); runs nothing")

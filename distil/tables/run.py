@@ -6,6 +6,7 @@
     distil table --list              # the presets and their cell counts per scale
     distil table NAME --render-only  # write NAME's table from the cells done so far; run nothing
     distil table NAME --only SST-2   # run only the cells of that row or column first (repeatable)
+    distil table NAME --seed 1       # run only seed 1's cells (repeatable)
 
 Each cell runs as the real `distil` console script in a subprocess, one at a time, into
 `<outputs>/cells/<key>/` (outputs: $DISTIL_OUTPUTS or ./outputs, as for `distil`). A cell whose
@@ -286,12 +287,24 @@ def named_axes(preset: TablePreset, labels: list[str]) -> tuple[set[str], set[st
     return set(rows) & set(labels), set(columns) & set(labels)
 
 
-def only_cells(cells: list[Cell], rows: set[str], columns: set[str]) -> list[Cell]:
+def only_cells(cells: list[Cell], rows: set[str], columns: set[str], seeds: set[int] = frozenset()) -> list[Cell]:
     """The cells --only names: those of the named rows, or of the named columns, or, when both rows
-    and columns are named, the cells where they cross (`--only 'BiLSTM_SRA (Ours)' --only SST-2`)."""
+    and columns are named, the cells where they cross (`--only 'BiLSTM_SRA (Ours)' --only SST-2`);
+    of those, the seeds --seed names (all without it)."""
+    if seeds:
+        cells = [c for c in cells if c.seed in seeds]
     if rows and columns:
         return [c for c in cells if c.row in rows and c.column in columns]
     return [c for c in cells if c.row in rows or c.column in columns] if rows or columns else cells
+
+
+def check_seeds(seeds: set[int], plan: list) -> None:
+    """A --seed no table asked for has seeds to run is a typo, not an empty run."""
+    known = {cell.seed for _, _, cells, _ in plan for cell in cells}
+    unknown = sorted(seeds - known)
+    if unknown and known:
+        raise DistilError(f"--seed {unknown[0]} is not a seed of these tables at this scale; their seeds: "
+                          f"{', '.join(map(str, sorted(known)))}")
 
 
 def run(args: argparse.Namespace) -> list[str]:
@@ -303,14 +316,16 @@ def run(args: argparse.Namespace) -> list[str]:
     loaded = [(load_preset(source), source) for source in sources]
     tables = [(preset, source) for preset, source in loaded if not args.all or preset.set == args.table_set]
     plan = [(preset, source, expand(preset, args.scale), named_axes(preset, args.only)) for preset, source in tables]
+    seeds = set(getattr(args, "seeds", None) or [])
+    check_seeds(seeds, plan)
     root = outputs_root()
     if args.status:
-        status([(preset, source, only_cells(cells, rows, columns))
+        status([(preset, source, only_cells(cells, rows, columns, seeds))
                 for preset, source, cells, (rows, columns) in plan], root)
         return []
     failed: list[str] = []
     for preset, _, cells, (rows, columns) in plan:
-        chosen = only_cells(cells, rows, columns)
+        chosen = only_cells(cells, rows, columns, seeds)
         if args.dry_run:
             dry_run(preset, chosen, root)
             continue
