@@ -49,3 +49,13 @@ def test_the_readme_shows_the_headline_verdicts_between_its_findings_markers(tmp
             "**0 of 1 headline findings reproduced**") in text
     assert ("| 2 | soft distillation beats hard distillation (soft > hard) | "
             "[mukherjee-table8](docs/results/mukherjee.md) |") in text
+
+
+def test_a_headline_finding_links_its_scale_probe_on_the_overview_and_under_its_table(tmp_path):
+    tables, docs = tmp_path / "tables", tmp_path / "results"
+    probed = SOFT.__class__(**{**SOFT.__dict__, "headline": 2, "probe": "tang-table1-probe"})
+    write_table(table(probed), CELLS, tables)
+    write_pages(tables, docs)
+    index = re.sub(r" +", " ", (docs / "index.md").read_text())
+    assert "| **consistent** (scale probe: [tang-table1-probe](tang.md)) |" in index
+    assert "   - scale probe: tang-table1-probe\n" in (docs / "mukherjee.md").read_text()

@@ -163,6 +163,7 @@ def block(found: list[Judgement], fmt: Callable[..., str]) -> str:
         reason = f": {judgement.reason}" if judgement.reason else ""
         lines.append(f"{i}. *{f.claim}*{cite}, {claim_text(f)}: **{judgement.verdict}**{reason}")
         lines += [f"   - {reading_text(r, fmt)}" for r in judgement.readings]
+        lines += [f"   - scale probe: {f.probe}"] if f.probe else []
     return "\n".join(lines)
 
 
@@ -171,7 +172,7 @@ def record(preset: TablePreset, found: list[Judgement]) -> list[dict]:
     return [{"table": preset.name, "paper": preset.paper, "table_title": f"{preset.table}: {preset.title}",
              "claim": j.finding.claim, "section": j.finding.section, "relation": claim_text(j.finding),
              "headline": j.finding.headline, "scale": j.scale, "verdict": j.verdict, "reason": j.reason,
-             "minutes": round(j.minutes, 1),
+             "minutes": round(j.minutes, 1), "probe": j.finding.probe,
              "readings": [{"group": r.group, "paper": list(r.paper), "ours": list(r.ours), "seeds": list(r.seeds),
                            "difference": None if r.difference is None else r.difference.estimate,
                            "low": None if r.difference is None else r.difference.low,

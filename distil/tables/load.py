@@ -180,6 +180,9 @@ def _check_finding(preset: TablePreset, finding: Finding, where: str) -> None:
     if unknown:
         raise DistilError(f"{where}: groups names '{unknown[0]}', which is not one of {', '.join(groups)}; "
                           f"fix the preset")
+    if finding.probe is not None and finding.probe not in preset_files():
+        raise DistilError(f"{where}: probe names table '{finding.probe}', which is not a preset "
+                          f"(distil table --list); fix the preset")
     scales = [s for s in finding.not_comparable if s not in SCALES]
     if scales:
         raise DistilError(f"{where}: not_comparable names scale '{scales[0]}'; choose from: {', '.join(SCALES)}")

@@ -89,7 +89,9 @@ def reading_summary(record: dict, fmt=lambda v: f"{v:+.2f}") -> str:
 
 
 def verdict_cell(record: dict) -> str:
-    return f"**{record['verdict']}**" + (f": {record['reason']}" if record["reason"] else "")
+    probe = record.get("probe")
+    return (f"**{record['verdict']}**" + (f": {record['reason']}" if record["reason"] else "")
+            + (f" (scale probe: [{probe}]({paper_of(probe)}.md))" if probe else ""))
 
 
 def findings_frame(records: list[dict], headline: bool):

@@ -124,6 +124,9 @@ class Finding:
     headline: int | None = None  # its number among the headline findings of the findings overview
     # scale -> the mechanism the finding needs that this scale lacks (the verdict is then "not comparable")
     not_comparable: dict[str, str] = field(default_factory=dict)
+    # the table (a preset name) that reads the effect against the one variable the paper says drives it
+    # (transfer size, pre-training steps, labels): where it appears at this scale, or that it never does
+    probe: str | None = None
 
 
 @dataclass
