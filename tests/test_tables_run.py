@@ -6,6 +6,7 @@ import dataclasses
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 from pathlib import Path
@@ -583,12 +584,49 @@ def test_a_bench_csv_is_reused_only_for_the_overrides_it_was_measured_with(tmp_p
         return subprocess.CompletedProcess(command, 0)
 
     monkeypatch.setattr(run.subprocess, "run", measured)
+    monkeypatch.setattr(run, "provenance", lambda command: {"command": " ".join(command)})  # no git call
     for args in (["wu-table5"], ["wu-table5"], ["wu-table5", "--scale", "paper"], ["wu-table5", "--scale", "paper"]):
         table(args, capsys)
     assert len(commands) == 2 and "agnostic=paper" in commands[1]
     (tmp_path / "outputs" / "tables" / "untuned.csv").write_text("model,accuracy\ndirect,0.5\n")
     _, out, _ = table(["wu-table5", "--scale", "paper"], capsys)
     assert len(commands) == 3 and "measured with []; measuring again" in out.replace("\n", "")
+
+
+def test_a_measured_bench_is_recorded_with_its_provenance_and_a_fresh_clone_renders_it(tmp_path, monkeypatch,
+                                                                                      capsys):
+    """A bench's numbers travel like a cell's: results/bench/<bench>.csv with the command, machine,
+    code version and time; a machine without outputs/ renders the table from them and says where they
+    came from, and a record whose csv changed since is no record."""
+    monkeypatch.setenv("DISTIL_OUTPUTS", str(tmp_path / "outputs"))
+    commands = []
+
+    def measured(command, **kwargs):
+        commands.append(command)
+        out = Path(command[command.index("--out") + 1])
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "untuned.csv").write_text("model,accuracy\nrun,0.5\n")
+        return subprocess.CompletedProcess(command, 0)
+
+    monkeypatch.setattr(run.subprocess, "run", measured)
+    monkeypatch.setattr(run, "provenance", lambda command: {"command": " ".join(command), "machine": "a CPU, 2 cores",
+                                                             "code": "abc123", "date": "2026-11-28 15:00 UTC"})
+    table(["wu-table5"], capsys)
+    saved = json.loads((tmp_path / "results" / "bench" / "untuned.json").read_text())
+    assert saved["machine"] == "a CPU, 2 cores" and saved["command"].startswith("distil paper wu-table5 ")
+    assert (tmp_path / "results" / "bench" / "untuned.csv").read_text() == "model,accuracy\nrun,0.5\n"
+
+    shutil.rmtree(tmp_path / "outputs")  # a fresh clone: the record alone
+    code, out, err = table(["wu-table5", "--render-only"], capsys)
+    assert code == 0, err
+    assert len(commands) == 1 and "read from" in out
+    md = (tmp_path / "outputs" / "tables" / "wu-table5.md").read_text()
+    assert "Measured by `distil paper wu-table5 " in md and "on a CPU, 2 cores, 2026-11-28 15:00 UTC, code abc123" in md
+
+    shutil.rmtree(tmp_path / "outputs")
+    (tmp_path / "results" / "bench" / "untuned.csv").write_text("model,accuracy\nedited,0.9\n")
+    code, out, _ = table(["wu-table5", "--render-only"], capsys)
+    assert code == 0 and "wu-table5: skipped" in out
 
 
 def test_only_cells_run_here_are_timed_a_recorded_cell_keeps_its_recorded_timing(tmp_path, monkeypatch):

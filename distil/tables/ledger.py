@@ -8,14 +8,21 @@ copied here whenever its table is written, and committed with the table; a fresh
 again. The key is the cell's content key (its composed config and KEY_VERSION), so a changed preset
 or config is another key and runs; only finished cells (status ok) are recorded.
 
+A bench table's csv (speed and size measurements, distil.tables.run.run_bench) is recorded the same
+way, as `results/bench/<bench>.csv` with `<bench>.json` beside it: the command, overrides, machine,
+code version and time it was measured with (distil.common.provenance), so a fresh clone renders it
+with where it came from instead of leaving the table out.
+
 The root is $DISTIL_RESULTS, else ./results (the checkout's, like ./outputs); tests point it at a
 temporary directory.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import shutil
 from pathlib import Path
 
 from distil.common.atomic import write_json_atomic
@@ -48,3 +55,33 @@ def record(key: str, metrics: dict, root: Path | None = None) -> bool:
         return False
     write_json_atomic(entry_path(key, root), metrics)
     return True
+
+
+def bench_paths(bench: str, root: Path | None = None) -> tuple[Path, Path]:
+    """The recorded csv of a bench and its provenance json."""
+    folder = (root or results_root()) / "bench"
+    return folder / f"{bench}.csv", folder / f"{bench}.json"
+
+
+def file_digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def record_bench(csv: Path, provenance: dict, root: Path | None = None) -> None:
+    """Record a bench csv just measured and its provenance (with the csv's digest)."""
+    saved_csv, saved_json = bench_paths(csv.stem, root)
+    saved_csv.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(csv, saved_csv)
+    write_json_atomic(saved_json, {**provenance, "csv_sha256": file_digest(saved_csv)})
+
+
+def recorded_bench(bench: str, root: Path | None = None) -> tuple[Path, dict] | None:
+    """The recorded csv and its provenance, or None: no record, or a csv changed since (not its numbers)."""
+    saved_csv, saved_json = bench_paths(bench, root)
+    try:
+        provenance = json.loads(saved_json.read_text())
+    except (OSError, ValueError):
+        return None
+    if not saved_csv.is_file() or provenance.get("csv_sha256") != file_digest(saved_csv):
+        return None
+    return saved_csv, provenance

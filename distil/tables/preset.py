@@ -78,6 +78,12 @@ def bench_csv(tables_dir: Path, bench: str) -> Path:
     return tables_dir / f"{bench}.csv"
 
 
+def bench_record(csv: Path) -> Path:
+    """Beside a bench csv that `distil table` measured: its overrides and provenance (command, machine,
+    code version, time) and the csv's digest."""
+    return csv.with_name(csv.stem + ".measured.json")
+
+
 @dataclass
 class Scale:
     base: list[str] = field(default_factory=list)  # overrides every cell of the table shares

@@ -41,7 +41,7 @@ from distil.common.markdown import to_markdown
 from distil.errors import DistilError, check_choice
 from distil.tables import findings, orderings
 from distil.tables.cells import NOT_RUN, NOT_TIMED, runs_of, waiting
-from distil.tables.preset import BENCHES, Axis, Cell, TablePreset, bench_csv
+from distil.tables.preset import BENCHES, Axis, Cell, TablePreset, bench_csv, bench_record
 
 ERROR_CHARS = 60
 MISSING = "–"  # no paper number, or no Δ
@@ -121,7 +121,7 @@ def write_table(preset: TablePreset, cells: list[Cell], out_dir: Path, scale: st
                                 orderings.spreads(preset, grid, rows, columns))
     judged = findings.judgements(preset, grid, scale, paper_value)
     order = "\n\n".join(part for part in (order, findings.block(judged, fmt)) if part)
-    write_atomic(paths["md"], markdown(preset, shown, footer(preset, cells, grid, scale), order))
+    write_atomic(paths["md"], markdown(preset, shown, footer(preset, cells, grid, scale, out_dir), order))
     write_atomic(paths["csv"], long_frame(preset, grid, rows, columns).to_csv(index=False))
     write_atomic(paths["tex"], latex(preset, shown))
     written = list(paths.values())
@@ -533,13 +533,12 @@ def heading(preset: TablePreset) -> str:
     return f"{preset.paper}, {preset.table}: {preset.title}"
 
 
-def footer(preset: TablePreset, cells: list[Cell], grid: dict, scale: str) -> str:
+def footer(preset: TablePreset, cells: list[Cell], grid: dict, scale: str, out_dir: Path | None = None) -> str:
     if preset.kind in ("data", "bench"):
         failed = sum(1 for r in preset.rows if not any(e.values or e.texts for (row, _), e in grid.items()
                                                        if row == r.label))
         source = (f"Scale: {scale}; dataset summaries as `distil-data` computes them (no training)"
-                  if preset.kind == "data" else
-                  f"Measured by `{BENCHES[preset.bench]}` on this machine ({preset.bench}.csv)")
+                  if preset.kind == "data" else measured_by(preset, out_dir))
         return f"{source}; rows: {len(preset.rows) - failed} done, {failed} failed."
     runs = runs_of(cells)
     problems = [cell_problem(cell) for cell in runs]
@@ -550,6 +549,22 @@ def footer(preset: TablePreset, cells: list[Cell], grid: dict, scale: str) -> st
     seeds = ", ".join(str(s) for s in sorted({cell.seed for cell in cells})) or "none"
     return "\n".join([f"Scale: {scale}; seeds: {seeds}; cells: {done} done ({improving} {STILL_IMPROVING}), "
                       f"{len(problems) - done - not_run} failed, {not_run} not run.", *teacher_mismatches(runs)])
+
+
+def measured_by(preset: TablePreset, out_dir: Path | None) -> str:
+    """Where a bench table's numbers come from: the command, machine, code and time `distil table`
+    recorded when it measured them, or the bench command on this machine (`make bench` ran it)."""
+    from distil.tables.ledger import file_digest
+
+    csv = bench_csv(out_dir, preset.bench) if out_dir is not None else None
+    try:
+        saved = json.loads(bench_record(csv).read_text()) if csv is not None else None
+        current = saved.get("csv_sha256") == file_digest(csv)
+    except (OSError, ValueError, AttributeError):
+        saved, current = None, False
+    if not (saved and current and "machine" in saved):  # measured by `make bench`, or rewritten since
+        return f"Measured by `{BENCHES[preset.bench]}` on this machine ({preset.bench}.csv, no record of when)"
+    return f"Measured by `{saved['command']}` on {saved['machine']}, {saved['date']}, code {saved['code']}"
 
 
 def teacher_mismatches(runs: list[Cell]) -> list[str]:

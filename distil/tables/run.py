@@ -20,7 +20,6 @@ clone finds them done too.
 from __future__ import annotations
 
 import argparse  # run(args) reads the namespace distil/cli/table.py parses
-import hashlib
 import json
 import os
 import shutil
@@ -35,11 +34,12 @@ from rich.console import Console
 from rich.text import Text
 
 from distil.common.atomic import write_json_atomic
+from distil.common.provenance import provenance
 from distil.errors import DistilError, did_you_mean
 from distil.tables import ledger
 from distil.tables.cells import cell_dir, cell_specs, collect, expand, label, read_result, result_of, runs_of
 from distil.tables.load import cpu_estimate, load_preset, preset_files, presets
-from distil.tables.preset import BENCH_COMMANDS, SCALES, Cell, TablePreset, bench_csv
+from distil.tables.preset import BENCH_COMMANDS, SCALES, Cell, TablePreset, bench_csv, bench_record
 
 console = Console(highlight=False, soft_wrap=True)  # one line per cell, also in logs
 STOP_GRACE_SECONDS = 60  # a cell told to stop writes `failed: interrupted` and releases its locks first
@@ -122,11 +122,13 @@ def run_sweep(preset: TablePreset, cells: list[Cell], root: Path) -> list[str]:
 
 
 def run_bench(root: Path, bench: str = "bench", overrides: Sequence[str] = ()) -> list[str]:
-    """A bench table reads outputs/tables/<bench>.csv: measure it if it is not there, or if it was
-    measured with other overrides than the scale's base (wu-table5: distil-untuned with Table 1's
-    student, so the task-agnostic student is the one its runs built, not a second one)."""
+    """A bench table reads outputs/tables/<bench>.csv: measure it if it is not there (nor recorded in
+    results/bench/), or if it was measured with other overrides than the scale's base (wu-table5:
+    distil-untuned with Table 1's student, so the task-agnostic student is the one its runs built, not
+    a second one). A measurement is recorded with its provenance (distil.tables.ledger)."""
     out = root / "tables"
     csv = bench_csv(out, bench)
+    restore_bench(csv)
     measured_with = bench_overrides(csv)
     if measured_with == list(overrides):
         show(f"{bench}: ", f"skipped (done: {csv})", "dim")
@@ -137,12 +139,23 @@ def run_bench(root: Path, bench: str = "bench", overrides: Sequence[str] = ()) -
     code = subprocess.run([console_script("distil"), *command[1:], *overrides, "--out", str(out)]).returncode
     if code != 0:
         return [f"{' '.join(command)} exited with code {code}"]
-    write_json_atomic(bench_record(csv), {"overrides": list(overrides), "csv_sha256": file_digest(csv)})
+    record = {**provenance([*command, *overrides]), "overrides": list(overrides)}
+    write_json_atomic(bench_record(csv), {**record, "csv_sha256": ledger.file_digest(csv)})
+    ledger.record_bench(csv, record)
     return []
 
 
-def bench_record(csv: Path) -> Path:
-    return csv.with_name(csv.stem + ".overrides.json")
+def restore_bench(csv: Path) -> bool:
+    """A bench csv this machine lacks, copied from its record in results/bench/ (with its provenance);
+    whether it was."""
+    saved = None if csv.is_file() else ledger.recorded_bench(csv.stem)
+    if saved is None:
+        return False
+    csv.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(saved[0], csv)
+    write_json_atomic(bench_record(csv), saved[1])
+    show(f"{csv.stem}: ", f"read from {saved[0]} (measured {saved[1]['date']} on {saved[1]['machine']})", "dim")
+    return True
 
 
 def bench_overrides(csv: Path) -> list[str] | None:
@@ -154,13 +167,9 @@ def bench_overrides(csv: Path) -> list[str] | None:
     record = bench_record(csv)
     if record.is_file():
         saved = json.loads(record.read_text())
-        if saved.get("csv_sha256") == file_digest(csv):
+        if saved.get("csv_sha256") == ledger.file_digest(csv):
             return saved["overrides"]
     return []
-
-
-def file_digest(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def run_timing(preset: TablePreset, cells: list[Cell], root: Path) -> list[str]:
@@ -349,7 +358,7 @@ def measured(preset: TablePreset, root: Path) -> bool:
     and never recorded (without it, --render-only or a failed bench skips the table and goes on to the
     next; the README keeps the block of the machine that measured it)."""
     csv = bench_csv(root / "tables", preset.bench)
-    if preset.kind != "bench" or csv.is_file():
+    if preset.kind != "bench" or csv.is_file() or restore_bench(csv):
         return True
     show(f"{preset.name}: ", f"skipped ({csv} not measured here: `distil table {preset.name}` measures it)",
          "yellow")
