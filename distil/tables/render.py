@@ -117,8 +117,8 @@ def write_table(preset: TablePreset, cells: list[Cell], out_dir: Path, scale: st
     def fmt(value: float, signed: bool = True) -> str:
         return number_text(value, preset.format, signed=signed)
 
-    order = orderings.paragraph(preset, orderings.verdicts(preset, grid, rows, columns, paper_value), fmt,
-                                orderings.spreads(preset, grid, rows, columns))
+    pairs = orderings.verdicts(preset, grid, rows, columns, paper_value)
+    order = orderings.paragraph(preset, pairs, fmt, orderings.spreads(preset, grid, rows, columns))
     judged = findings.judgements(preset, grid, scale, paper_value)
     order = "\n\n".join(part for part in (order, findings.block(judged, fmt)) if part)
     write_atomic(paths["md"], markdown(preset, shown, footer(preset, cells, grid, scale, out_dir), order))
@@ -128,9 +128,26 @@ def write_table(preset: TablePreset, cells: list[Cell], out_dir: Path, scale: st
     if judged:
         written.append(out_dir / f"{preset.name}.findings.json")
         write_atomic(written[-1], json.dumps(findings.record(preset, judged), indent=1) + "\n")
+    written.append(out_dir / f"{preset.name}.summary.json")
+    write_atomic(written[-1], json.dumps(summary(preset, cells, judged, pairs, scale), indent=1) + "\n")
     if preset.plot:
         written.append(write_plot(preset, cells, grid, rows, columns, out_dir / f"{preset.name}.png"))
     return written
+
+
+def summary(preset: TablePreset, cells: list[Cell], judged: list, pairs: list, scale: str) -> dict:
+    """What the table says in one record (outputs/tables/<name>.summary.json), for the results index
+    and the README's "what is reproduced": its findings' verdicts, its orderings' counts, its cells."""
+    runs = runs_of(cells)
+    problems = [cell_problem(cell) for cell in runs]
+    return {"table": preset.name, "paper": preset.paper, "label": preset.table, "title": preset.title,
+            "kind": preset.kind, "scale": scale, "findings": [j.verdict for j in judged],
+            "orderings": None if preset.compare is None else {
+                "pairs": len(pairs), "held": sum(v.holds for v in pairs),
+                "beyond": sum(v.holds and v.beyond for v in pairs),
+                "against": sum(not v.holds and v.beyond for v in pairs),
+                "unjudged": sum(not v.judged for v in pairs)},
+            "cells": {"runs": len(runs), "done": problems.count(None), "not_run": sum(map(waiting, problems))}}
 
 
 def check_renderable(preset: TablePreset) -> None:
