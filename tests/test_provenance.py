@@ -29,3 +29,23 @@ def test_the_machine_names_its_cores():
     import os
 
     assert f", {os.cpu_count()} cores, " in machine()
+
+
+def test_a_full_bench_is_recorded_with_its_provenance_and_a_quick_one_is_not(tmp_path, monkeypatch):
+    import argparse
+    import json
+
+    from distil.cli.bench import record
+
+    out = tmp_path / "tables"
+    out.mkdir()
+    (out / "bench.csv").write_text("model,speedup\nbilstm,8.7\n")
+    (out / "bench.md").write_text("| model | speedup |\n")
+    record(argparse.Namespace(quick=True, out=out), "bench", "distil bench students", ["--quick"])
+    assert not (tmp_path / "results" / "bench").exists()  # conftest: DISTIL_RESULTS is tmp_path/results
+    record(argparse.Namespace(quick=False, out=out), "bench", "distil bench students", ["--passes", "3"])
+    saved = tmp_path / "results" / "bench"
+    assert (saved / "bench.csv").read_text() == "model,speedup\nbilstm,8.7\n"
+    assert (saved / "bench.md").read_text() == "| model | speedup |\n"
+    provenance = json.loads((saved / "bench.json").read_text())
+    assert provenance["command"] == "distil bench students --passes 3" and provenance["machine"] == machine()

@@ -56,7 +56,20 @@ def students(argv: list[str] | None = None, prog: str = "distil bench students")
         parser.error(problem)
     with console_command(prog, log_lines=True):
         bench(args)
+    record(args, "bench", prog, argv)
     return 0
+
+
+def record(args: argparse.Namespace, stem: str, prog: str, argv: list[str] | None) -> None:
+    """A full measurement goes to the tracked record (results/bench/, with its machine, code version and
+    time), so the benchmarks page shows it on every clone; a --quick one checks that the bench runs and
+    is not a measurement."""
+    from distil.common.provenance import provenance
+    from distil.tables.ledger import record_bench
+
+    if not args.quick:
+        record_bench(Path(args.out) / f"{stem}.csv", provenance([*prog.split(), *(sys.argv[1:] if argv is None
+                                                                                 else argv)]))
 
 
 CACHE_EPILOG = """\
@@ -125,7 +138,12 @@ def cache(argv: list[str] | None = None, prog: str = "distil bench cache") -> in
     from distil.bench import cache as bench_cache
 
     args = cache_args(argv, prog)
-    return bench_cache.phase(args) if args.phase else bench_cache.bench(args, prog)
+    if args.phase:
+        return bench_cache.phase(args)
+    code = bench_cache.bench(args, prog)
+    if code == 0:
+        record(args, "bench-cache", prog, argv)
+    return code
 
 
 def checkpoint(argv: list[str] | None = None, prog: str = "distil bench checkpoint") -> int:
@@ -139,6 +157,7 @@ def checkpoint(argv: list[str] | None = None, prog: str = "distil bench checkpoi
     args = parser.parse_args(argv)
     with console_command(prog):
         bench_checkpoint.bench(args.epochs, args.quick, args.out)
+    record(args, "bench_checkpoint", prog, argv)
     return 0
 
 
