@@ -104,6 +104,12 @@ def table_verdict(summary: dict) -> str:
     return "reproduced" if order["beyond"] == order["pairs"] else "consistent"
 
 
+def short_paper(paper: str) -> str:
+    """`Tang et al. (2019)`, `XtremeDistil (Mukherjee & Hassan Awadallah, ACL 2020)`: up to the first parenthesis."""
+    match = re.match(r"[^(]*\([^)]*\)", paper)
+    return match.group(0) if match else paper
+
+
 def tables_overview(found: list[dict], pages_dir: str = "") -> str:
     """One row per paper, one cell per table: its verdict word, linked to its paper's page."""
     import pandas as pd
@@ -111,7 +117,7 @@ def tables_overview(found: list[dict], pages_dir: str = "") -> str:
     rows: dict[str, list[str]] = {}
     for s in found:
         page = f"{pages_dir}/{paper_of(s['table'])}.md" if pages_dir else f"{paper_of(s['table'])}.md"
-        rows.setdefault(s["paper"].split(",")[0], []).append(f"[{s['label']}]({page}): {table_verdict(s)}")
+        rows.setdefault(short_paper(s["paper"]), []).append(f"[{s['label']}]({page}): {table_verdict(s)}")
     frame = pd.DataFrame({"paper": list(rows), "tables and figures": [" · ".join(cells) for cells in rows.values()]})
     return to_markdown(frame, index=False, disable_numparse=True)
 
