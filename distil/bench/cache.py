@@ -1,4 +1,4 @@
-"""`distil bench cache`: the teacher cache's speed and memory claims (issue 11), measured in one run.
+"""`distil bench cache`: the teacher cache's speed and memory targets, measured in one run.
 
 Four measurements, each judged against its target and written to outputs/tables/bench-cache.{md,csv}:
 

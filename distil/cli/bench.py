@@ -15,7 +15,7 @@ from distil.common.console import console_command
 
 BENCHES = {
     "students": "teacher-sized models vs the students: size and speed ratios -> bench.{md,csv}",
-    "cache": "the teacher cache's speed and memory claims (issue 11) -> bench-cache.{md,csv}",
+    "cache": "the teacher cache's speed and memory targets -> bench-cache.{md,csv}",
     "checkpoint": "what checkpointing costs a training stage -> bench_checkpoint.{md,csv}",
     "all": "students, cache, checkpoint and the papers' timing tables (distil paper tang-table2, turc-table1, "
            "wu-table2), one after the other: make bench",
@@ -73,9 +73,10 @@ def record(args: argparse.Namespace, stem: str, prog: str, argv: list[str] | Non
 
 
 CACHE_EPILOG = """\
-targets (issue 11): caching >= 3.5x fixed padding and >= 1.2x unsorted dynamic padding; training from
-shards <= 1.10x in memory; peak RSS < 2 GiB while caching and while training; a 6-cell sweep runs the
-teacher once. Full sizes take about 25 minutes on 2 cores; --quick runs small sizes in a few minutes.
+the cache's speed and memory targets: caching >= 3.5x fixed padding and >= 1.2x unsorted dynamic
+padding; training from shards <= 1.10x in memory; peak RSS < 2 GiB while caching and while training;
+a 6-cell sweep runs the teacher once. Full sizes take about 25 minutes on 2 cores; --quick runs small
+sizes in a few minutes.
 
 examples:
   distil bench cache                          # everything, full sizes -> outputs/tables/bench-cache.{md,csv}

@@ -23,7 +23,7 @@ examples:
   distil table NAME --render-only         # write NAME's table from the cells done so far; run nothing
   distil table NAME --only SST-2          # run only the cells of that row or column first (repeatable)
   distil table NAME --seed 1              # run only seed 1's cells (repeatable)
-  distil table --frontier-targets         # issue 15's targets on the frontier runs -> frontier-targets.{md,csv}
+  distil table --frontier-targets         # the frontier targets on the frontier runs -> frontier-targets.{md,csv}
   distil table --all --render-only --pages  # every table from the recorded cells, then docs/results/ (make results)
 """
 
@@ -57,7 +57,7 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
                         help="run only the cells of this seed (repeatable), e.g. a first seed of every cell "
                              "before the rest; with --only, both apply")
     parser.add_argument("--frontier-targets", action="store_true",
-                        help="write outputs/tables/frontier-targets.{md,csv}: issue 15's targets checked on the "
+                        help="write outputs/tables/frontier-targets.{md,csv}: the frontier targets checked on the "
                              "frontier runs done at --scale (make frontier's last step); runs nothing")
     parser.add_argument("--pages", nargs="?", const="docs/results", metavar="DIR",
                         help="write the results pages (one per paper and the findings overview, default "

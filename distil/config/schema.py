@@ -311,7 +311,7 @@ class AugmentConfig:
     mask_token: str | None = None  # None: the teacher tokenizer's own ([MASK])
     pos_attribute: str = "tag"  # spaCy's fine-grained `tag` (PTB: VBD, NNS) or coarse `pos` (VERB, NOUN)
     # POS-guided replacement draws "another" word of the tag (augment/tang.yaml, the slides) or "any"
-    # (the replaced word may come back: this project before issue 54). The schema keeps "any" so that
+    # (the replaced word may come back: this project's earlier behaviour). The schema keeps "any" so that
     # tang.yaml's "other" enters every cell key: cells made with the old draw are never read as new.
     pos_replacement: str = "any"
     tag_batch_size: int = at_least(1, default=256)  # nlp.pipe batch

@@ -12,7 +12,7 @@ median of the per-pass ratios, and seconds are scaled to all 67,349 sentences.
 
 Augmentation cost (`bench_augment`): on the first --labeled sentences, POS-tagging them with spaCy
 and generating n_iter = 20 synthetic copies of each, against the offline MiniLM teacher labelling
-those copies as the cache does (tokenisation, forward passes of 128); issue 16 asks that
+those copies as the cache does (tokenisation, forward passes of 128); the target is that
 augmentation add at most 10% to the teacher's time.
 """
 

@@ -18,7 +18,7 @@ from sentence_transformers import SentenceTransformer
 from setfit import SetFitModel, Trainer, TrainingArguments
 from sklearn.linear_model import LogisticRegression
 
-STEPS, BATCH = 100, 16  # the reference: 100 contrastive steps
+STEPS, BATCH = 100, 16  # the few-label reference: 100 contrastive steps
 HEAD_FILE = "setfit_head.npz"
 
 

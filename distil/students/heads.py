@@ -10,8 +10,8 @@ has two matrices (eq. 1: p^s = softmax(h W^s), read by the cross-entropy; eq. 3:
 read by the logit loss, eq. 4; §5.2: stage 2 "learns the corresponding parameters W^s and
 <W^r, b^r>"; Table 4 unfreezes "Linear (W^r)" in stage 2 and "Softmax (W^s)" in stage 3), as do
 Mukherjee & Awadallah (eq. 2 and 4). With `shared_output=False` the student outputs `scores` (W^r)
-beside `logits` (W^s, what a prediction reads); `shared_output=True` is one layer for both, as
-before issue 54 (schedule.shared_output_layer).
+beside `logits` (W^s, what a prediction reads); `shared_output=True` is one layer for both, the
+runner's earlier shared layer (schedule.shared_output_layer).
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
-"""Issue 15's targets, checked on the SST-2 frontier table's runs (`make frontier`, through
+"""The frontier targets, checked on the SST-2 frontier table's runs (`make frontier`, through
 `distil table --frontier-targets`, writes outputs/tables/frontier-targets.{md,csv}):
 
   * the static student, under the runner's best schedule for it, reaches model2vec's logit-regression
-    accuracy (79.6% test, measured in the issue); "best" is the frontier-static row with the highest
+    accuracy (79.6% test, measured on SST-2 with model2vec 0.10); "best" is the frontier-static row with the highest
     mean dev accuracy (the test accuracy only reports), else frontier-sst2's static row (d1);
   * at >= 20x the BiLSTM student's batch-32 throughput and >= 15x its one-sentence speed, end to end
     (tokenisation included);
@@ -27,7 +27,7 @@ from distil.tables.preset import Cell
 
 STATIC, BILSTM, MODEL2VEC = "static (model2vec-style)", "BiLSTM (Mukherjee)", "peer: model2vec (labels)"
 PEER_PREFIX = "peer: "
-MODEL2VEC_ACCURACY = 79.63  # model2vec 0.10, MLP head regressed on the teacher's logits (issue 15's measurement)
+MODEL2VEC_ACCURACY = 79.63  # model2vec 0.10, MLP head regressed on the teacher's logits (SST-2 test, %)
 
 
 @dataclass

@@ -262,7 +262,7 @@ def still_improving(steps: list[dict]) -> bool:
     """Whether some step of the student's schedule stopped at its epoch cap while still improving:
     its best epoch on dev is its last. A patience stop comes `patience` epochs after the best, so a
     best last epoch means the cap ended it (a non-finite loss aside), and more epochs might have
-    helped: a comparison with such a cell says nothing about the method (issue 54)."""
+    helped: a comparison with such a cell says nothing about the method."""
     return any(0 < r.get("best_epoch", 0) == r.get("epochs_run", -1) and not r.get("nonfinite") for r in steps)
 
 
