@@ -48,6 +48,9 @@ def test_distil_end_to_end(tmp_path):
     assert [h["train_loss"] for h in stage["history"][1:]] == pytest.approx(PINNED_SMOKE["train_losses"], abs=1e-4)
     assert [h["dev"] for h in stage["history"]] == pytest.approx(PINNED_SMOKE["dev_accuracy"], abs=1e-6)
     assert metrics["speed"]["teacher_ex_per_s"] > 0 and metrics["speed"]["student_ex_per_s"] > 0
+    # where the seconds went, phase by phase, adding up to the run's (rounding aside)
+    assert list(metrics["phases"]) == ["data", "teacher", "targets", "student"]
+    assert sum(metrics["phases"].values()) == pytest.approx(metrics["seconds"], abs=0.3)
     # the teacher's score on every labeled split and its prediction variance on all four, from the cache
     assert set(metrics["teacher"]) >= {"labeled", "dev", "test", "diagnostics"}
     assert set(metrics["teacher"]["diagnostics"]) == {"labeled", "transfer", "dev", "test"}

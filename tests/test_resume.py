@@ -36,7 +36,7 @@ def comparable(metrics: dict) -> dict:
     and whether the teacher's artifacts were built or reused."""
     if isinstance(metrics, dict):
         return {k: comparable(v) for k, v in metrics.items()
-                if k not in ("seconds", "speed", "teacher_reused", "targets_reused", "teacher_ran")}
+                if k not in ("seconds", "phases", "speed", "teacher_reused", "targets_reused", "teacher_ran")}
     if isinstance(metrics, list):
         return [comparable(v) for v in metrics]
     return metrics

@@ -17,6 +17,7 @@ BENCHES = {
     "students": "teacher-sized models vs the students: size and speed ratios -> bench.{md,csv}",
     "cache": "the teacher cache's speed and memory targets -> bench-cache.{md,csv}",
     "checkpoint": "what checkpointing costs a training stage -> bench_checkpoint.{md,csv}",
+    "demo": "the default job (make demo) from a cold cache: wall time and phases -> bench-demo.{md,csv}",
     "all": "students, cache, checkpoint and the papers' timing tables (distil paper tang-table2, turc-table1, "
            "wu-table2), one after the other: make bench",
 }
@@ -26,6 +27,7 @@ examples:
   distil bench students --quick --out /tmp/t # tiny teachers, a few batches: checks that it runs
   distil bench cache --only caching --only training --repeats 5
   distil bench checkpoint --epochs 3
+  distil bench demo                          # on a quiet machine: the first run a newcomer sees, timed
   distil bench all                           # make bench: the three benches and the papers' timing tables
 """
 
@@ -184,7 +186,32 @@ def every(argv: list[str] | None = None, prog: str = "distil bench all") -> int:
                      *timing_papers([*shared, *threads, *passes])])
 
 
-COMMANDS = {"students": students, "cache": cache, "checkpoint": checkpoint, "all": every}
+def demo(argv: list[str] | None = None, prog: str = "distil bench demo") -> int:
+    """One cold run of the default job, beside the recorded rows of earlier code versions."""
+    import pandas as pd
+
+    from distil.bench import demo as bench_demo
+    from distil.bench.harness import add_bench_arguments
+    from distil.common.provenance import provenance
+    from distil.tables.ledger import recorded_bench
+
+    parser = Parser(prog, "distil bench demo", bench_demo.__doc__.split("\n\n")[0], EXAMPLES)
+    add_bench_arguments(parser, out="directory for bench-demo.{md,csv} (default: outputs/tables)",
+                        quick="the smoke run (debug=smoke) instead: checks that it runs, in seconds",
+                        with_passes=False, with_threads=False)
+    args = parser.parse_args(argv)
+    with console_command(prog):
+        now = provenance([])
+        row = bench_demo.measure(["debug=smoke"] if args.quick else [], now["code"], now["date"])
+        saved = None if args.quick else recorded_bench("bench-demo")
+        earlier = [] if saved is None else [r for r in pd.read_csv(saved[0]).to_dict("records")
+                                            if r["code"] != row["code"]]
+        print(bench_demo.write([*earlier, row], Path(args.out)).to_string(index=False))
+    record(args, "bench-demo", prog, argv)
+    return 0
+
+
+COMMANDS = {"students": students, "cache": cache, "checkpoint": checkpoint, "demo": demo, "all": every}
 
 
 def main(argv: list[str] | None = None, prog: str = "distil bench") -> int:

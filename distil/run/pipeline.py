@@ -76,20 +76,38 @@ class StudentResult:
     dev_classes: int | None = None  # how many classes it predicts on dev (None: a task without classes)
 
 
+class Phases:
+    """Seconds per phase of a run: the data, the teacher (fine-tuned or reused), its cached targets,
+    the student (training, evaluation and the speed measurement); 0-ish where a phase reused an artifact."""
+
+    def __init__(self, started: float):
+        self.seconds: dict[str, float] = {}
+        self._last = started
+
+    def lap(self, name: str) -> None:
+        now = time.perf_counter()
+        self.seconds[name] = round(now - self._last, 1)
+        self._last = now
+
+
 def run(cfg: Config, run_dir: Path, choices: dict, overrides: list[str]) -> dict:
     plan = plan_run(cfg)  # every check before any work; the decisions the steps below read
     setup_runtime(cfg.trainer.threads, cfg.seed)
     task = plan.task
     started = time.perf_counter()
+    phases = Phases(started)
 
     store = ArtifactStore(cfg.paths.cache)
     store.remove_stale_builds()  # what killed runs left and no build will resume
     data, prepared = prepare_data(cfg, task, store)
     log.info("data %s (%s): %s", data.name, task.name, data.summary())
+    phases.lap("data")
     teacher = ensure_teacher(cfg.teacher, task, data, prepared, store, cfg.seed, cfg.hub_offline)
     model, tokenizer = load_finetuned(teacher.path, task)
+    phases.lap("teacher")
     targets = ensure_targets(cfg.teacher, teacher, task, data, prepared, store, plan.cached_layer,
                              lambda: (model, tokenizer), apart=plan.pairs_apart)
+    phases.lap("targets")
     views = open_targets(targets)
     teacher_vocab = TeacherVocab(model.get_input_embeddings().weight.detach().float(),
                                  tokenizer.convert_ids_to_tokens(list(range(len(tokenizer)))),
@@ -103,6 +121,7 @@ def run(cfg: Config, run_dir: Path, choices: dict, overrides: list[str]) -> dict
         start = student_start(cfg, plan, data, tokenizer, store)
         student, speed, dev_classes = train_students(cfg, plan, data, prepared, views, teacher_vocab, model,
                                                      tokenizer, run_dir, start)
+    phases.lap("student")
     metrics = {
         "status": "ok",
         "choices": choices,
@@ -128,6 +147,7 @@ def run(cfg: Config, run_dir: Path, choices: dict, overrides: list[str]) -> dict
                       "teacher_reused": teacher.reused, "targets_reused": targets.reused,
                       "teacher_ran": not (teacher.reused and targets.reused)},
         "seconds": round(time.perf_counter() - started, 1),
+        "phases": phases.seconds,  # where the seconds went (distil bench demo reads them)
     }
     baselines = {name: task.baseline(prepared["dev"], prepared[name], data.label_names)
                  for name in reported_splits(data)}
