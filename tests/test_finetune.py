@@ -40,6 +40,26 @@ def optimiser_steps(monkeypatch):
 
 
 TINY_SET = ("dataset=toy-ner", "dataset.split.labeled_per_language=4", "teacher.finetune.batch_size=4")
+ALWAYS = "teacher.finetune.min_steps_while=always"  # the tables' recipe: min_steps holds whatever dev says
+
+
+@pytest.mark.parametrize("majority, steps", [(0.0, 8), (1.0, 20)], ids=["beats the majority", "at the majority"])
+def test_at_majority_a_teacher_that_learned_stops_on_dev_and_one_that_did_not_keeps_min_steps(
+        smoke_cfg, optimiser_steps, monkeypatch, majority, steps):
+    """The default job's rule: min_steps holds only while the teacher is no better than the majority
+    class on dev. Above it (a majority score of 0), dev stops it, evaluated every pass: patience 1 after
+    its best pass; at it (a majority score of 1, which nothing beats: a NER teacher at F1 0), it trains
+    the whole 20-step budget as before."""
+    monkeypatch.setattr(finetune, "majority_dev_score", lambda *args: majority)
+    cfg = smoke_cfg(*TINY_SET, "teacher.finetune.epochs=1", "teacher.finetune.min_steps=20",
+                    "teacher.finetune.eval_every_steps=5", "teacher.finetune.patience=1", "teacher.finetune.lr=1e-3",
+                    "teacher.finetune.min_steps_while=at_majority")
+    teacher, _ = fine_tune(cfg)
+    history = teacher.info["history"]
+    assert [h["step"] for h in history] == list(range(2, steps + 1, 2))  # every pass of 2 steps, not every 6
+    assert len(optimiser_steps) == teacher.info["steps"] == steps
+    if majority == 0.0:  # stopped one pass after its best, long before min_steps
+        assert teacher.info["best_step"] == steps - 2
 
 
 def test_min_steps_trains_a_tiny_labeled_set_for_the_whole_budget_with_warmup_and_linear_decay(
@@ -48,7 +68,7 @@ def test_min_steps_trains_a_tiny_labeled_set_for_the_whole_budget_with_warmup_an
     # makes it 10 passes, and the schedule spans those 20 steps: warm-up over 10% (2 steps) from 0
     # to the peak, then linear decay to 0 (Devlin et al. A.3; get_linear_schedule_with_warmup).
     cfg = smoke_cfg(*TINY_SET, "teacher.finetune.epochs=1", "teacher.finetune.min_steps=20",
-                    "teacher.finetune.patience=1", "teacher.finetune.lr=1e-3")
+                    "teacher.finetune.patience=1", "teacher.finetune.lr=1e-3", ALWAYS)
     teacher, prepared = fine_tune(cfg)
     assert len(prepared["labeled"]) == 8
     expected = [1e-3 * k / 2 for k in range(2)] + [1e-3 * (20 - k) / 18 for k in range(2, 20)]
@@ -66,7 +86,7 @@ def test_max_steps_cuts_the_budget_mid_pass(smoke_cfg, optimiser_steps):
 
 def test_eval_every_steps_evaluates_after_whole_passes(smoke_cfg, optimiser_steps):
     cfg = smoke_cfg(*TINY_SET, "teacher.finetune.epochs=1", "teacher.finetune.min_steps=20",
-                    "teacher.finetune.eval_every_steps=5", "teacher.finetune.patience=1")
+                    "teacher.finetune.eval_every_steps=5", "teacher.finetune.patience=1", ALWAYS)
     teacher, _ = fine_tune(cfg)
     # rounds of 3 passes (6 steps, the first pass end at >= 5 steps): 6 + 6 + 6 + 2 steps, 4 dev evaluations
     assert len(optimiser_steps) == 20 and [h["step"] for h in teacher.info["history"]] == [6, 12, 18, 20]

@@ -548,8 +548,9 @@ def test_a_bench_table_passes_its_scales_overrides_to_its_command(tmp_path, monk
     table(["wu-table5", "--scale", "paper"], capsys)
     cpu, paper = ([part for part in command[3:] if part != "--out"][:-1] for command in commands)
     assert [[Path(command[0]).name, *command[1:3]] for command in commands] == [["distil", "paper", "wu-table5"]] * 2
-    assert cpu == load_preset("wu-table5").scales["cpu"].base and "student.embedding_init=svd" in cpu
-    assert paper == ["hub_offline=false", "teacher=bert-base", "agnostic=paper", "transfer_size=all"]
+    recipe = list(run.RECORDED_RECIPE)  # the teacher recipe of every table's cells
+    assert cpu == [*recipe, *load_preset("wu-table5").scales["cpu"].base] and "student.embedding_init=svd" in cpu
+    assert paper == [*recipe, "hub_offline=false", "teacher=bert-base", "agnostic=paper", "transfer_size=all"]
     # what the task-agnostic student's key covers (teacher, agnostic stage, student) is Table 1's
     from distil.tables.cells import compose_cell
 
@@ -567,7 +568,10 @@ def test_the_readme_pretrain_command_builds_the_wu_presets_student():
     readme = compose_cell(["student=sra"], None, "readme")
     for name in ("wu-table1", "wu-table3", "wu-table4", "wu-fig2"):
         cell = compose_cell(expand(load_preset(name), "cpu")[0].overrides[:-1], None, name)
-        assert (readme["teacher"], readme["student"]) == (cell["teacher"], cell["student"]), name
+        # the task-agnostic stage reads the pre-trained teacher, not its fine-tuning recipe (which the
+        # tables pin to their recorded one: RECORDED_RECIPE)
+        pretrained = [{k: v for k, v in c["teacher"].items() if k != "finetune"} for c in (readme, cell)]
+        assert (pretrained[0], readme["student"]) == (pretrained[1], cell["student"]), name
 
 
 def test_a_bench_csv_is_reused_only_for_the_overrides_it_was_measured_with(tmp_path, monkeypatch, capsys):
@@ -646,3 +650,14 @@ def test_only_cells_run_here_are_timed_a_recorded_cell_keeps_its_recorded_timing
                         lambda directories, overrides, root: timed.append(sorted(directories)))
     assert run.run_timing(preset, [here, elsewhere], tmp_path) == []
     assert timed == [[here.key]] and elsewhere.recorded and not here.recorded
+
+
+def test_the_default_job_stops_its_teacher_on_dev_and_every_table_cell_keeps_the_recorded_recipe():
+    """conf/config.yaml's min_steps_while=at_majority is the default job's; a table cell pins the recipe
+    its recorded teachers were fine-tuned with, at the schema default, so no cell's key moved."""
+    from distil.tables.cells import compose_cell
+
+    assert compose_cell([], None, "default")["teacher"]["finetune"]["min_steps_while"] == "at_majority"
+    cell = expand(load_preset("tang-table1"), "cpu")[0]
+    assert cell.overrides[0] == "teacher.finetune.min_steps_while=always"
+    assert compose_cell(cell.overrides[:-1], None, "tang")["teacher"]["finetune"]["min_steps_while"] == "always"

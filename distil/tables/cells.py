@@ -34,6 +34,9 @@ KEY_VERSION = 2  # bump when what a key covers changes: every cell then runs aga
 # differ only in these are one cell.
 NOT_RESULT = {"paths": None, "hydra": None, "trainer": ("threads", "speed_examples", "checkpoint_every_seconds")}
 KEY_LENGTH = 16
+# Every table cell fine-tunes its teacher with the recipe of the recorded cells: min_steps always holds
+# (the default job stops earlier, conf/config.yaml). At its schema default, it leaves every key as it was.
+RECORDED_RECIPE = ("teacher.finetune.min_steps_while=always",)
 NOT_RUN = "not run"  # a cell's error while it waits to run (an interrupted one too): not a failure
 NOT_TIMED = "not timed yet"  # a finished run's timing column before the table's timing step: not a failure
 
@@ -51,7 +54,7 @@ def cell_specs(preset: TablePreset, scale: str) -> list[tuple[str, str | None, i
     columns = preset.columns or [None]
     choices = selection_options(preset)
     return [(row.label, column and column.label, seed,
-             [*base.base, *row.overrides_for(scale), *(column.overrides_for(scale) if column else []),
+             [*RECORDED_RECIPE, *base.base, *row.overrides_for(scale), *(column.overrides_for(scale) if column else []),
               *([choice] if choice else []), f"seed={seed}"])
             for seed in base.seeds for row in rows for column in columns for choice in choices]
 

@@ -37,7 +37,17 @@ from distil.common.atomic import write_json_atomic
 from distil.common.provenance import provenance
 from distil.errors import DistilError, did_you_mean
 from distil.tables import ledger
-from distil.tables.cells import cell_dir, cell_specs, collect, expand, label, read_result, result_of, runs_of
+from distil.tables.cells import (
+    RECORDED_RECIPE,
+    cell_dir,
+    cell_specs,
+    collect,
+    expand,
+    label,
+    read_result,
+    result_of,
+    runs_of,
+)
 from distil.tables.load import cpu_estimate, load_preset, preset_files, presets
 from distil.tables.preset import BENCH_COMMANDS, SCALES, Cell, TablePreset, bench_csv, bench_record
 
@@ -345,7 +355,7 @@ def run(args: argparse.Namespace) -> list[str]:
         if not args.render_only:  # else only what has run so far; the rest shows "not run"
             if preset.kind == "bench":
                 scale = preset.scales.get(args.scale)
-                failed += run_bench(root, preset.bench, scale.base if scale else [])
+                failed += run_bench(root, preset.bench, [*RECORDED_RECIPE, *scale.base] if scale else [])
             failed += run_sweep(preset, chosen, root)
             failed += run_timing(preset, chosen, root) if preset.timing else []
         if measured(preset, root):

@@ -7,7 +7,10 @@ small labeled sets (100 sentences per language, XtremeDistil Table 6):
 
 - a step budget, not an epoch count: `min_steps` raises the number of passes until the teacher
   takes that many optimiser steps however small the set (`max_steps` caps it); the warm-up and
-  decay span the whole budget, and early stopping never ends it before `min_steps`;
+  decay span the whole budget, and early stopping never ends it before `min_steps`, or with
+  `min_steps_while=at_majority` (the default job's) only while the teacher is no better than the
+  majority class on dev: a teacher that learned stops when dev stops improving, evaluated every
+  pass, and one still at F1 0 (NER) keeps training;
 - selection on dev by the metric first and the dev loss second (`DevSelection`): a teacher whose
   F1 is still 0 while its dev loss falls is improving and is not stopped;
 - Tang et al.'s learning-rate grid (`lr_grid`): one fine-tuning per rate, the best on dev kept.
@@ -53,13 +56,18 @@ CHECKPOINT = "finetune-checkpoint.pt"  # one learning rate's fine-tuning, after 
 GRID = "finetune-grid.pt"  # an lr_grid's finished rates and the best weights among them
 
 
+# Settings added after teachers were cached, at the value that keeps the old behaviour: left out of
+# the key, so every teacher fine-tuned before them is still found.
+KEEPS_OLD_KEYS = {("min_steps_while", "always")}
+
+
 def teacher_spec(cfg: TeacherConfig, data: TaskData, seed: int) -> dict:
     return {
         "source": source_identity(cfg),
         "data": data.fingerprint("labeled", "dev"),
         "seed": seed,
         "max_length": cfg.max_length,
-        "finetune": dict(cfg.finetune),
+        "finetune": {k: v for k, v in dict(cfg.finetune).items() if (k, v) not in KEEPS_OLD_KEYS},
         "selected_on": data.task.metric,  # the dataset's metric picks the best dev epoch
     }
 
@@ -121,10 +129,15 @@ def check_finetune(hp: FineTuneConfig) -> None:
          f"teacher.finetune.lr_grid={list(hp.lr_grid) if hp.lr_grid is not None else None} needs one or more "
          f"positive rates, e.g. [2e-5,3e-5,4e-5,5e-5], or null to use teacher.finetune.lr"),
         (not 0 <= hp.warmup_fraction < 1, f"teacher.finetune.warmup_fraction={hp.warmup_fraction} must be in [0, 1)"),
+        (hp.min_steps_while not in MIN_STEPS_WHILE,
+         f"teacher.finetune.min_steps_while={hp.min_steps_while}: choose always or at_majority"),
     ]
     for failed, message in problems:
         if failed:
             raise DistilError(message)
+
+
+MIN_STEPS_WHILE = ("always", "at_majority")  # teacher.finetune.min_steps_while
 
 
 @dataclass(frozen=True)
@@ -142,7 +155,9 @@ class StepBudget:
         steps = max(hp.epochs * steps_per_pass, hp.min_steps)
         if hp.max_steps is not None:
             steps = min(steps, hp.max_steps)
-        passes_per_round = max(1, math.ceil(hp.eval_every_steps / steps_per_pass))
+        # at_majority lets dev stop a teacher that learned as soon as it stops improving: every pass
+        passes_per_round = 1 if hp.min_steps_while == "at_majority" else max(1, math.ceil(hp.eval_every_steps /
+                                                                                           steps_per_pass))
         return cls(steps, steps_per_pass, passes_per_round, min(hp.min_steps, steps))
 
     @property
@@ -269,11 +284,17 @@ def _train_once(model, task: Task, prepared: dict[str, PreparedSplit], pad_id: i
 
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=hp.weight_decay)
     scheduler = get_linear_schedule_with_warmup(optimizer, int(hp.warmup_fraction * budget.steps), budget.steps)
+    if hp.min_steps_while == "at_majority":  # min_steps only while no better than the majority class
+        baseline = majority_dev_score(task, dev, label_names)
+        stopping = {"patience": hp.patience, "min_steps": budget.min_steps,
+                    "hold_min_steps": lambda best: baseline is None or not float(best) > baseline}
+    else:  # always: patience stretched so that no stop comes before min_steps
+        stopping = {"patience": budget.patience(hp.patience)}
     result = fit(
         model, optimizer,
         round_batches, loss_fn, evaluate,
-        epochs=budget.rounds, patience=budget.patience(hp.patience), grad_clip=1.0, scheduler=scheduler,
-        description=description, checkpoint=checkpoint, rng=rng,
+        epochs=budget.rounds, grad_clip=1.0, scheduler=scheduler,
+        description=description, checkpoint=checkpoint, rng=rng, **stopping,
     )
     return {
         "selection": result.best_dev,

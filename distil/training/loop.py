@@ -53,6 +53,7 @@ def fit(
     patience: int,
     min_steps: int = 0,
     min_improvement: float = 0.0,
+    hold_min_steps: Callable[[Any], bool] | None = None,
     grad_clip: float | None = None,
     scheduler: torch.optim.lr_scheduler.LRScheduler | None = None,
     description: str = "training",
@@ -64,7 +65,9 @@ def fit(
     before `min_steps` optimiser steps: on a few hundred labels an epoch is a dozen steps, and a
     model whose dev score first falls (a tagger learning to tag everything O, a classifier
     predicting one class) would be stopped before it learned anything. An epoch is better only when
-    it beats the best by more than `min_improvement` x |best| (0: any gain).
+    it beats the best by more than `min_improvement` x |best| (0: any gain). With `hold_min_steps`,
+    `min_steps` holds only while it says so of the best dev score so far (a teacher: while it is no
+    better than the majority class).
 
     `batches(epoch)` gives that epoch's batches, `loss_fn(batch)` the scalar loss,
     `evaluate()` the dev score (higher is better). With `baseline`, the model as it
@@ -128,7 +131,8 @@ def fit(
                                    or dev - best_dev > min_improvement * abs(best_dev)):
                 best_dev, best_epoch = dev, epoch
                 best_state = _snapshot(model)
-            elif epoch - best_epoch >= patience and steps >= min_steps:
+            elif epoch - best_epoch >= patience and (steps >= min_steps or not (hold_min_steps is None
+                                                                                or hold_min_steps(best_dev))):
                 log.info("%s: no dev improvement for %d epochs, stopping", description, patience)
                 stopped = True
             if checkpoint is not None and checkpoint.due():
