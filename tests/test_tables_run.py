@@ -347,6 +347,21 @@ def test_render_only_skips_a_bench_table_not_measured_here_and_goes_on(tmp_path,
     assert "a-bench: skipped" in out and "`distil table a-bench` measures it" in out.replace("\n", "")
 
 
+def fake_cells(monkeypatch, name) -> list:
+    """Cells that finish at once at 50% instead of running; the list of `name(cell)` of those run, in order."""
+    ran = []
+
+    def fake_run(cell, root):
+        ran.append(name(cell))
+        directory = root / "cells" / cell.key
+        directory.mkdir(parents=True)
+        (directory / "metrics.json").write_text('{"status": "ok", "student": {"test": {"accuracy": 0.5}}}')
+        return "done", None
+
+    monkeypatch.setattr(run, "run_cell", fake_run)
+    return ran
+
+
 def test_only_runs_the_named_rows_columns_or_where_they_cross_and_writes_the_whole_table(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("DISTIL_OUTPUTS", raising=False)
@@ -355,16 +370,7 @@ def test_only_runs_the_named_rows_columns_or_where_they_cross_and_writes_the_who
                  "rows: [{label: hard, overrides: [schedule=hard]}, {label: D1, overrides: [schedule=d1]}]\n"
                  "columns: [{label: all, overrides: [transfer_size=all]},\n"
                  "          {label: 5k, overrides: [transfer_size=5k]}]\n")
-    ran = []
-
-    def fake_run(cell, root):
-        ran.append((cell.row, cell.column))
-        directory = root / "cells" / cell.key
-        directory.mkdir(parents=True)
-        (directory / "metrics.json").write_text('{"status": "ok", "student": {"test": {"accuracy": 0.5}}}')
-        return "done", None
-
-    monkeypatch.setattr(run, "run_cell", fake_run)
+    ran = fake_cells(monkeypatch, lambda cell: (cell.row, cell.column))
     code, _, err = table(["tiny", "--only", "5k", "--only", "hard"], capsys)  # a row and a column: where they cross
     assert code == 0, err
     assert ran == [("hard", "5k")]
@@ -392,16 +398,7 @@ def test_seed_runs_only_that_seeds_cells_and_a_seed_the_table_lacks_is_an_error(
     monkeypatch.setenv("DISTIL_CONFIG_DIR", str(tmp_path / "conf"))
     write_preset(tmp_path / "conf" / "table", "tiny", "scales: {cpu: {base: [debug=smoke], seeds: [1, 2]}}\n"
                  "rows: [{label: hard, overrides: [schedule=hard]}, {label: D1, overrides: [schedule=d1]}]\n")
-    ran = []
-
-    def fake_run(cell, root):
-        ran.append((cell.row, cell.seed))
-        directory = root / "cells" / cell.key
-        directory.mkdir(parents=True)
-        (directory / "metrics.json").write_text('{"status": "ok", "student": {"test": {"accuracy": 0.5}}}')
-        return "done", None
-
-    monkeypatch.setattr(run, "run_cell", fake_run)
+    ran = fake_cells(monkeypatch, lambda cell: (cell.row, cell.seed))
     code, _, err = table(["tiny", "--seed", "2", "--only", "D1"], capsys)  # both filters apply
     assert code == 0, err
     assert ran == [("D1", 2)]
@@ -574,20 +571,27 @@ def test_the_readme_pretrain_command_builds_the_wu_presets_student():
         assert (pretrained[0], readme["student"]) == (pretrained[1], cell["student"]), name
 
 
-def test_a_bench_csv_is_reused_only_for_the_overrides_it_was_measured_with(tmp_path, monkeypatch, capsys):
-    """A second wu-table5 at the same scale reuses untuned.csv; the other scale, or a csv that a
-    direct `distil-untuned` (its defaults) rewrote since, measures again."""
-    monkeypatch.setenv("DISTIL_OUTPUTS", str(tmp_path / "outputs"))
+def fake_untuned(monkeypatch, model) -> list:
+    """distil-untuned's subprocess replaced: it writes untuned.csv with one row, `model(commands so far)`
+    at 50%; the list of the commands run."""
     commands = []
 
     def measured(command, **kwargs):
         commands.append(command)
         out = Path(command[command.index("--out") + 1])
         out.mkdir(parents=True, exist_ok=True)
-        (out / "untuned.csv").write_text(f"model,accuracy\nrun {len(commands)},0.5\n")
+        (out / "untuned.csv").write_text(f"model,accuracy\n{model(commands)},0.5\n")
         return subprocess.CompletedProcess(command, 0)
 
     monkeypatch.setattr(run.subprocess, "run", measured)
+    return commands
+
+
+def test_a_bench_csv_is_reused_only_for_the_overrides_it_was_measured_with(tmp_path, monkeypatch, capsys):
+    """A second wu-table5 at the same scale reuses untuned.csv; the other scale, or a csv that a
+    direct `distil-untuned` (its defaults) rewrote since, measures again."""
+    monkeypatch.setenv("DISTIL_OUTPUTS", str(tmp_path / "outputs"))
+    commands = fake_untuned(monkeypatch, lambda commands: f"run {len(commands)}")
     monkeypatch.setattr(run, "provenance", lambda command: {"command": " ".join(command)})  # no git call
     for args in (["wu-table5"], ["wu-table5"], ["wu-table5", "--scale", "paper"], ["wu-table5", "--scale", "paper"]):
         table(args, capsys)
@@ -603,16 +607,7 @@ def test_a_measured_bench_is_recorded_with_its_provenance_and_a_fresh_clone_rend
     code version and time; a machine without outputs/ renders the table from them and says where they
     came from, and a record whose csv changed since is no record."""
     monkeypatch.setenv("DISTIL_OUTPUTS", str(tmp_path / "outputs"))
-    commands = []
-
-    def measured(command, **kwargs):
-        commands.append(command)
-        out = Path(command[command.index("--out") + 1])
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "untuned.csv").write_text("model,accuracy\nrun,0.5\n")
-        return subprocess.CompletedProcess(command, 0)
-
-    monkeypatch.setattr(run.subprocess, "run", measured)
+    commands = fake_untuned(monkeypatch, lambda commands: "run")
     monkeypatch.setattr(run, "provenance", lambda command: {"command": " ".join(command), "machine": "a CPU, 2 cores",
                                                              "code": "abc123", "date": "2026-11-28 15:00 UTC"})
     table(["wu-table5"], capsys)
