@@ -186,3 +186,41 @@ def test_a_split_name_that_is_neither_train_dev_test_nor_test_extra(three_files)
                                           r"'test'\?\); choose one of: train, dev, test, or test_<name> for a "
                                           r"split that is only reported"):
         task_data_of(cfg, transfer(), str(data_dir), seed=1)
+
+
+def test_a_stratified_count_keeps_an_imbalanced_class_mix_where_per_class_balances_it(toy_table):
+    """69/31 data (as CoLA): labeled_per_class=10 makes a 50/50 set; labeled_count=20 with
+    labeled_draw=stratified keeps 69/31 as closely as whole numbers can (14/6: 13.8 and 6.2, the larger
+    remainder rounding up)."""
+    data_dir, write = toy_table
+    write("train.tsv", [(f"a train {i}", "a") for i in range(69)] + [(f"b train {i}", "b") for i in range(31)])
+    write("dev.tsv", rows(3, split="dev"))
+    write("test.tsv", rows(4, split="test"))
+    files = {"train": "train.tsv", "dev": "dev.tsv", "test": "test.tsv"}
+    balanced = task_data_of(dataset_cfg(files=files, split={"labeled_per_class": 10}), transfer(), str(data_dir), 1)
+    assert sorted(balanced.splits["labeled"]["label"]) == [0] * 10 + [1] * 10
+    kept = task_data_of(dataset_cfg(files=files, split={"labeled_count": 20, "labeled_draw": "stratified"}),
+                        transfer(), str(data_dir), seed=1)
+    assert sorted(kept.splits["labeled"]["label"]) == [0] * 14 + [1] * 6
+    assert kept.summary()["transfer"] == 80
+
+
+def test_stratified_draw_counts_add_up_with_the_largest_remainders():
+    import numpy as np
+
+    from distil.data.split import stratified_draw
+
+    labels = np.array([0] * 5 + [1] * 3 + [2] * 2)  # shares of 7: 3.5, 2.1, 1.4 -> 3, 2, 1 and the 0.5 to class 0
+    chosen = stratified_draw(labels, 7, np.random.default_rng(0))
+    assert len(set(chosen)) == 7 and np.bincount(labels[chosen]).tolist() == [4, 2, 1]
+
+
+def test_a_stratified_draw_without_classes_is_one_line(toy_table):
+    data_dir, write = toy_table
+    write("train.tsv", [(f"train {i}", str(i % 5)) for i in range(20)])
+    write("test.tsv", [(f"test {i}", str(i % 5)) for i in range(4)])
+    cfg = dataset_cfg(files={"train": "train.tsv", "test": "test.tsv"}, task="regression",
+                      split={"labeled_count": 5, "labeled_draw": "stratified"})
+    with pytest.raises(DistilError, match="labeled_draw=stratified keeps the class mix, but regression data has "
+                                          "no classes; use dataset.split.labeled_draw=random"):
+        task_data_of(cfg, transfer(), str(data_dir), seed=1)

@@ -215,6 +215,10 @@ class SplitConfig:
     labeled_per_language: int | None = at_least(1, default=None)  # tagging: N labeled sentences per language
     # any task: N labeled examples drawn at random (regression has no classes)
     labeled_count: int | None = at_least(1, default=None)
+    # how labeled_count draws: "random" (any N examples: the class mix holds up to chance), or
+    # "stratified" (classes only: each class in proportion to its share of train, so an imbalanced
+    # set keeps its mix, where labeled_per_class would make it balanced)
+    labeled_draw: str = "random"
     # all None: every training example is labeled
     # dev and test capped at N examples per language (drawn with `seed`): CPU-sized evaluation
     max_eval_per_language: int | None = at_least(1, default=None)

@@ -29,13 +29,14 @@ import numpy as np
 from distil.config.schema import DatasetConfig, TransferSizeConfig
 from distil.data.load import is_extra_test, load_raw_splits, load_unlabeled_file
 from distil.data.task import NO_LABEL, DataTask
-from distil.errors import DistilError
+from distil.errors import DistilError, check_choice
 
 log = logging.getLogger(__name__)
 
 SPLITS = ("labeled", "transfer", "dev", "test")
 TEXT_COLUMNS = ("text", "text_pair", "tokens")  # what an example reads, per task (data/load.py)
 OVERLAP_MATCH = "exact text after collapsing whitespace, case kept"
+LABELED_DRAWS = ("random", "stratified")  # dataset.split.labeled_draw
 
 
 @dataclass
@@ -191,7 +192,15 @@ def _take_labeled(cfg: DatasetConfig, task: DataTask, ds: datasets.Dataset, name
         if cfg.split.labeled_count > len(ds):
             raise DistilError(f"dataset '{cfg.name}': labeled_count={cfg.split.labeled_count} is more than the "
                               f"{len(ds)} training examples; lower dataset.split.labeled_count")
-        chosen_set = set(rng.choice(len(ds), size=cfg.split.labeled_count, replace=False).tolist())
+        check_choice("dataset.split.labeled_draw", cfg.split.labeled_draw, LABELED_DRAWS)
+        if cfg.split.labeled_draw == "stratified":
+            if not task.has_classes:
+                raise DistilError(f"dataset '{cfg.name}': labeled_draw=stratified keeps the class mix, but "
+                                  f"{task.name} data has no classes; use dataset.split.labeled_draw=random")
+            chosen = stratified_draw(np.asarray(ds["label"][:]), cfg.split.labeled_count, rng)
+        else:
+            chosen = rng.choice(len(ds), size=cfg.split.labeled_count, replace=False).tolist()
+        chosen_set = set(chosen)
         return (ds.select(sorted(chosen_set)), ds.select([i for i in range(len(ds)) if i not in chosen_set]))
     if per_class is not None:
         column, size, groups = "label", per_class, {i: f"class '{n}'" for i, n in enumerate(names)}
@@ -214,6 +223,22 @@ def _take_labeled(cfg: DatasetConfig, task: DataTask, ds: datasets.Dataset, name
     chosen_set = set(chosen)
     rest = [i for i in range(len(ds)) if i not in chosen_set]
     return ds.select(sorted(chosen)), ds.select(rest)
+
+
+def stratified_draw(labels: np.ndarray, size: int, rng: np.random.Generator) -> list[int]:
+    """`size` indices drawn class by class in proportion to each class's share of `labels`: each
+    class gets the floor of its share, and the examples left over go to the largest remainders (ties
+    to the lower class id), so the counts add up to `size` and follow the mix as closely as whole
+    numbers can."""
+    classes, counts = np.unique(labels, return_counts=True)
+    shares = counts * size / len(labels)
+    quotas = np.floor(shares).astype(int)
+    for i in sorted(range(len(classes)), key=lambda i: (-(shares[i] - quotas[i]), i))[: size - quotas.sum()]:
+        quotas[i] += 1
+    chosen = []
+    for value, quota in zip(classes, quotas, strict=True):
+        chosen.extend(rng.choice(np.flatnonzero(labels == value), size=int(quota), replace=False).tolist())
+    return chosen
 
 
 def _draw_transfer(pool, cfg: TransferSizeConfig, n_labeled: int, rng: np.random.Generator):
