@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from distil.cli.table import main as table_main
 from distil.tables.pages import write_pages
 from tests.conftest import REPO
@@ -29,3 +31,18 @@ def test_the_committed_tang_page_is_what_the_recorded_cells_render(tmp_path, mon
         assert block(regenerated, name) == block(committed, name), (
             f"docs/results/tang.md's {name} differs from what results/cells renders: run `make results`")
     assert re.search(r"\d+\.\d\d ± \d+\.\d\d \(n=3\)", block(committed, "tang-table1"))  # numbers, not 'not run'
+
+
+@pytest.mark.slow
+def test_every_committed_results_page_is_what_the_recorded_runs_render(tmp_path, monkeypatch):
+    """make results from results/ alone (a fresh clone's view) writes exactly the committed pages."""
+    monkeypatch.setenv("DISTIL_RESULTS", str(REPO / "results"))
+    monkeypatch.setenv("DISTIL_OUTPUTS", str(tmp_path / "outputs"))
+    table_main(["--all", "--render-only"])
+    table_main(["--all", "--set", "frontier", "--render-only", "--frontier-targets"])
+    write_pages(tmp_path / "outputs" / "tables", tmp_path / "results")
+    committed = sorted(p.name for p in (REPO / "docs" / "results").glob("*.md"))
+    assert sorted(p.name for p in (tmp_path / "results").glob("*.md")) == committed
+    for name in committed:
+        assert (tmp_path / "results" / name).read_text() == (REPO / "docs" / "results" / name).read_text(), (
+            f"docs/results/{name} differs from what results/ renders: run `make results`")
