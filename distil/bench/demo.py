@@ -13,9 +13,7 @@ shows it.
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -24,6 +22,7 @@ import pandas as pd
 
 from distil.bench.harness import markdown
 from distil.common.atomic import write_atomic
+from distil.common.console import console_script
 from distil.errors import DistilError
 
 PHASES = ("data", "teacher", "targets", "student")
@@ -31,20 +30,12 @@ COLUMNS = ("code", "date", "wall s", *(f"{phase} s" for phase in PHASES), "start
            "student test")
 
 
-def distil_command() -> str:
-    """The `distil` console script beside this interpreter (this checkout's), else the one on PATH."""
-    beside = Path(sys.executable).parent / "distil"
-    found = str(beside) if beside.is_file() else shutil.which("distil")
-    if found is None:
-        raise DistilError("the distil console script is not installed; run `make install` in the checkout")
-    return found
-
-
 def measure(overrides: list[str], code: str, date: str) -> dict:
     """One cold run of the default job with `overrides`: its row."""
     with tempfile.TemporaryDirectory(prefix="distil-demo-") as tmp:
         started = time.perf_counter()
-        done = subprocess.run([distil_command(), f"paths.outputs={tmp}", *overrides], capture_output=True, text=True)
+        done = subprocess.run([console_script("distil"), f"paths.outputs={tmp}", *overrides],
+                              capture_output=True, text=True)
         wall = time.perf_counter() - started
         if done.returncode != 0:
             raise DistilError(f"the demo failed (exit {done.returncode}): {done.stderr.strip().splitlines()[-1:]}")

@@ -17,6 +17,18 @@ from contextlib import contextmanager
 from distil.errors import DistilError
 
 
+def console_script(name: str) -> str:
+    """The script installed beside this interpreter (this checkout's), else the one on PATH."""
+    import shutil
+    from pathlib import Path
+
+    beside = Path(sys.executable).parent / name
+    found = str(beside) if beside.is_file() else shutil.which(name)
+    if found is None:
+        raise DistilError(f"the {name} console script is not installed; run `pip install -e .` in the checkout")
+    return found
+
+
 @contextmanager
 def console_command(prog: str, log_lines: bool = False) -> Iterator[None]:
     if log_lines:

@@ -42,6 +42,11 @@ def code_version(where: Path | None = None) -> str:
     return commit + ("+changes" if dirty else "")
 
 
+def measured_on(record: dict) -> str:
+    """`\`distil bench demo\` on <machine>, <date>, code <commit>`: where a recorded number comes from."""
+    return f"`{record['command']}` on {record['machine']}, {record['date']}, code {record['code']}"
+
+
 def provenance(command: list[str]) -> dict:
     """The record of one measurement: its command, machine, code version and UTC time."""
     return {"command": " ".join(command), "machine": machine(), "code": code_version(),

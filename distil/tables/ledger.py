@@ -67,6 +67,15 @@ def file_digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+def current_record(csv: Path, record: Path) -> dict | None:
+    """The json record measured with `csv`, or None: no csv, no record, or a csv rewritten since."""
+    try:
+        saved = json.loads(record.read_text())
+        return saved if saved.get("csv_sha256") == file_digest(csv) else None
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
 def record_bench(csv: Path, provenance: dict, root: Path | None = None) -> None:
     """Record a bench csv just measured, its md table where the bench writes one (the benchmarks page
     shows it), and its provenance (with the csv's digest)."""

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from distil.common.atomic import write_atomic
 from distil.common.markdown import to_markdown
+from distil.common.provenance import measured_on
 from distil.tables import ledger
 from distil.tables.findings import LEGEND, NOT_COMPARABLE, NOT_JUDGED, RANKED, RULE, VERDICTS
 
@@ -255,8 +256,7 @@ def benchmarks_page(recorded: Path) -> str:
             saved = json.loads(md.with_suffix(".json").read_text())
         except (OSError, ValueError):
             continue  # a table without its provenance is no record
-        lines += [md.read_text().strip(), "",
-                  f"Measured by `{saved['command']}` on {saved['machine']}, {saved['date']}, code {saved['code']}.", ""]
+        lines += [md.read_text().strip(), "", f"Measured by {measured_on(saved)}.", ""]
     if len(lines) == 4:
         lines += ["No benchmark is recorded yet: `make bench` measures them (on a quiet machine).", ""]
     return "\n".join(lines)

@@ -571,17 +571,14 @@ def footer(preset: TablePreset, cells: list[Cell], grid: dict, scale: str, out_d
 def measured_by(preset: TablePreset, out_dir: Path | None) -> str:
     """Where a bench table's numbers come from: the command, machine, code and time `distil table`
     recorded when it measured them, or the bench command on this machine (`make bench` ran it)."""
-    from distil.tables.ledger import file_digest
+    from distil.common.provenance import measured_on
+    from distil.tables.ledger import current_record
 
     csv = bench_csv(out_dir, preset.bench) if out_dir is not None else None
-    try:
-        saved = json.loads(bench_record(csv).read_text()) if csv is not None else None
-        current = saved.get("csv_sha256") == file_digest(csv)
-    except (OSError, ValueError, AttributeError):
-        saved, current = None, False
-    if not (saved and current and "machine" in saved):  # measured by `make bench`, or rewritten since
+    saved = current_record(csv, bench_record(csv)) if csv is not None else None
+    if not (saved and "machine" in saved):  # measured by `make bench`, or rewritten since
         return f"Measured by `{BENCHES[preset.bench]}` on this machine ({preset.bench}.csv, no record of when)"
-    return f"Measured by `{saved['command']}` on {saved['machine']}, {saved['date']}, code {saved['code']}"
+    return f"Measured by {measured_on(saved)}"
 
 
 def teacher_mismatches(runs: list[Cell]) -> list[str]:

@@ -20,12 +20,10 @@ clone finds them done too.
 from __future__ import annotations
 
 import argparse  # run(args) reads the namespace distil/cli/table.py parses
-import json
 import os
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -34,6 +32,7 @@ from rich.console import Console
 from rich.text import Text
 
 from distil.common.atomic import write_json_atomic
+from distil.common.console import console_script
 from distil.common.provenance import provenance
 from distil.errors import DistilError, did_you_mean
 from distil.tables import ledger
@@ -58,15 +57,6 @@ LOG_NAME = "distil-table.log"  # the cell's own output, beside Hydra's distil.lo
 
 def outputs_root() -> Path:
     return Path(os.environ.get("DISTIL_OUTPUTS", "outputs")).resolve()
-
-
-def console_script(name: str) -> str:
-    """The script installed beside this interpreter (this checkout's), else the one on PATH."""
-    beside = Path(sys.executable).parent / name
-    found = str(beside) if beside.is_file() else shutil.which(name)
-    if found is None:
-        raise DistilError(f"the {name} console script is not installed; run `pip install -e .` in the checkout")
-    return found
 
 
 def run_cell(cell: Cell, root: Path) -> tuple[str, str | None]:
@@ -174,12 +164,8 @@ def bench_overrides(csv: Path) -> list[str] | None:
     without a csv."""
     if not csv.is_file():
         return None
-    record = bench_record(csv)
-    if record.is_file():
-        saved = json.loads(record.read_text())
-        if saved.get("csv_sha256") == ledger.file_digest(csv):
-            return saved["overrides"]
-    return []
+    saved = ledger.current_record(csv, bench_record(csv))
+    return saved["overrides"] if saved else []
 
 
 def run_timing(preset: TablePreset, cells: list[Cell], root: Path) -> list[str]:
