@@ -6,7 +6,7 @@ export HF_HUB_OFFLINE ?= 1
 export HF_DATASETS_OFFLINE ?= 1
 
 .PHONY: help install demo test test-slow bench docs lint clean schedules-xd schedules-mukherjee students-bbc mrpc wikiann \
-	tables tables-status table-% results frontier
+	tables tables-status table-% results frontier gpu-check
 
 help:  ## list the targets (the default)
 	@grep -E '^[a-z0-9.%-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 22
@@ -26,6 +26,11 @@ test:  ## the default (fast, offline) test suite, one process per core
 
 test-slow:  ## slow tests: reproduction runs on real data, the kill-and-resume test, benchmark commands, the wheel install
 	$(PYTHON) -m pytest -q -m slow
+
+gpu-check:  ## on a CUDA GPU (under 8 minutes): the GPU tests (pytest -m gpu), then timings -> outputs/tables/gpu-check.md
+	$(PYTHON) -m pytest -q -m gpu tests/test_gpu.py; tests=$$?; \
+	$(PYTHON) scripts/gpu_check.py; timings=$$?; \
+	test $$tests -eq 0 && test $$timings -eq 0
 
 bench:  ## speed and size of teacher-sized models vs students, the teacher cache, checkpoint cost, the papers' timing tables -> outputs/tables/bench*.{md,csv}
 	distil bench all

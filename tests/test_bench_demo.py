@@ -17,3 +17,24 @@ def test_the_demo_bench_times_a_cold_run_by_phase_and_records_nothing_when_quick
     assert 0 <= row["student test"] <= 100
     assert "### The default job from a cold cache" in (tmp_path / "tables" / "bench-demo.md").read_text()
     assert not (tmp_path / "results").exists()  # conftest's DISTIL_RESULTS: a quick run is no measurement
+
+
+def test_against_times_another_code_version_in_turn_and_gives_the_ratio(tmp_path, monkeypatch):
+    """The smoke run of this code and of the previous commit, one round: two rows and the ratio line."""
+    import subprocess
+
+    from distil.bench import demo as bench_demo
+
+    root = subprocess.run(["git", "rev-parse", "--show-toplevel"], capture_output=True, text=True).stdout.strip()
+    monkeypatch.chdir(root)  # git worktree runs in the repository
+    runs = []
+    monkeypatch.setattr(bench_demo, "measure", lambda overrides, code, date, source=None: runs.append(
+        (overrides, code, source)) or {"code": code, "overrides": " ".join(overrides), "date": date,
+                                       "wall s": 10.0 if source is None else 8.0})
+    rows, ratio = bench_demo.compare(["runtime.device=cpu"], "ours", "today", "HEAD~1", rounds=2)
+    assert [who for _, who, _ in runs][:2] == ["ours", runs[1][1]] and runs[2][2] is not None  # turns swap
+    assert [overrides for overrides, code, _ in runs if code == "ours"] == [["runtime.device=cpu"]] * 2
+    assert all(overrides == [] for overrides, code, _ in runs if code != "ours")  # the old code runs as it is
+    assert ratio == 10.0 / 8.0 and len(rows) == 4
+    frame = bench_demo.write(rows, tmp_path, ("ours", rows[-1]["code"], ratio))
+    assert "1.250x the median wall time" in (tmp_path / "bench-demo.md").read_text() and len(frame) == 4

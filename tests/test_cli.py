@@ -159,7 +159,7 @@ def test_help_lists_groups(tmp_path, monkeypatch, capsys):
     code, out, _ = distil_in_process(["--help"], tmp_path, monkeypatch, capsys)
     assert code == 0
     assert "schedule: basic, bilstm-soft, d0, d0-s, d1" in out and "distil report" in out
-    assert "experiment: mukherjee-dbpedia-cpu, smoke-pair, sst2-low" in out
+    assert "experiment: mukherjee-dbpedia-cpu, mukherjee-table6-gpu, smoke-pair, sst2-low" in out
     assert "distil cache list | verify | prune" in out
     assert "pretrain: cpu, cpu-long, paper" in out
 

@@ -16,7 +16,8 @@ from tests.test_cli import DISTIL, cache_files, distil_in_process
 
 PACKAGE_DATASETS = ("ag_news, bbc-news, conll2002, conll2003, dbpedia, elec, imdb, mnli, mrpc, qqp, quora, sst2, "
                     "toy, toy-ner, toy-pair, toy-sts, wikiann, wnut16")
-PACKAGE_EXPERIMENTS = "mukherjee-dbpedia-cpu, smoke-pair, sst2-low, tang, xtremedistil-cpu"
+PACKAGE_EXPERIMENTS = ("mukherjee-dbpedia-cpu, mukherjee-table6-gpu, smoke-pair, sst2-low, tang, "
+                       "turc-pretraining-gpu, wu-agnostic-gpu, xtremedistil-cpu, xtremedistil-table3-gpu")
 GOOD = ["the cat sat on the mat", "she reads books every day", "we went home early", "they like green apples"]
 BAD = ["cat the mat on sat", "books she every reads day", "home we early went the", "apples like they green"]
 
@@ -240,8 +241,8 @@ def test_borrowed_dataset_with_own_files_map_and_name(tmp_path, monkeypatch, cap
                                                  "one of: 0, 1, 2, 3"),
     (["dataset=mine", "dataset.files.train=scores.tsv"], "label column '1' holds 4 distinct numbers from 0 to 4.6, "
                                                          "scores rather than classes; set dataset.task=regression"),
-    (["+experiment=mine"], "unknown experiment 'mine'; choose one of: mukherjee-dbpedia-cpu, smoke-pair, "
-                           "sst2-low"),
+    (["+experiment=mine"], "unknown experiment 'mine'; choose one of: mukherjee-dbpedia-cpu, mukherjee-table6-gpu, "
+                           "smoke-pair"),
 ])
 def test_own_data_mistakes_are_one_line(tmp_path, monkeypatch, capsys, args, message):
     conf = user_conf(tmp_path)

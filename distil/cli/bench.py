@@ -28,6 +28,7 @@ examples:
   distil bench cache --only caching --only training --repeats 5
   distil bench checkpoint --epochs 3
   distil bench demo                          # on a quiet machine: the first run a newcomer sees, timed
+  distil bench demo --against main runtime.device=cpu   # this code against main's, in turn, with the ratio
   distil bench all                           # make bench: the three benches and the papers' timing tables
 """
 
@@ -199,14 +200,28 @@ def demo(argv: list[str] | None = None, prog: str = "distil bench demo") -> int:
     add_bench_arguments(parser, out="directory for bench-demo.{md,csv} (default: outputs/tables)",
                         quick="the smoke run (debug=smoke) instead: checks that it runs, in seconds",
                         with_passes=False, with_threads=False)
+    parser.add_argument("--against", metavar="REV",
+                        help="also time git revision REV (a worktree), in turn with this code, and give the ratio")
+    parser.add_argument("--rounds", type=int, default=2, help="with --against: runs of each version (default 2)")
+    parser.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
+                        help="overrides of this code's runs (e.g. runtime.device=cpu); --against runs its own default")
     args = parser.parse_args(argv)
+    if args.rounds < 1:
+        parser.error(f"--rounds {args.rounds}: give 1 or more")
     with console_command(prog):
         now = provenance([])
-        row = bench_demo.measure(["debug=smoke"] if args.quick else [], now["code"], now["date"])
+        overrides = [*(["debug=smoke"] if args.quick else []), *args.overrides]
+        ratio = None
+        if args.against:
+            rows, wall_ratio = bench_demo.compare(overrides, now["code"], now["date"], args.against, args.rounds)
+            ratio = (now["code"], rows[-1]["code"], wall_ratio)
+        else:
+            rows = [bench_demo.measure(overrides, now["code"], now["date"])]
+        codes = {row["code"] for row in rows}
         saved = None if args.quick else recorded_bench("bench-demo")
-        earlier = [] if saved is None else [r for r in pd.read_csv(saved[0]).to_dict("records")
-                                            if r["code"] != row["code"]]
-        print(bench_demo.write([*earlier, row], Path(args.out)).to_string(index=False))
+        recorded = [] if saved is None else pd.read_csv(saved[0]).fillna({"overrides": ""}).to_dict("records")
+        earlier = [r for r in recorded if r["code"] not in codes]
+        print(bench_demo.write([*earlier, *rows], Path(args.out), ratio).to_string(index=False))
     record(args, "bench-demo", prog, argv)
     return 0
 

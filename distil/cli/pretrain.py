@@ -3,6 +3,7 @@
     distil pretrain student=transformer-mini            # Turc et al.: masked-LM pre-training (pretrain group)
     distil pretrain student=sra                         # Wu et al.: task-agnostic SRA distillation (agnostic group)
     distil pretrain student=sra teacher=minilm agnostic.max_sentences=200000
+    distil pretrain student=transformer-mini runtime.device=cuda runtime.precision=bf16
 
 Every later run that starts from it (schedule=pf, pd, pdf for a Transformer; wu-sra, wu-sra-kd for
 SRA) finds the artifact by its content key and does not build it again. pretrain.corpus=transfer
@@ -10,10 +11,13 @@ reads the task's transfer set: give dataset=... then. For a Transformer it print
 loss curve (training and held-out loss by step) beside the unigram level, the loss of predicting
 the corpus's wordpiece frequencies without context: choose a budget (pretrain=cpu-long,
 pretrain.steps=...) where the held-out loss is well below it and has stopped falling much.
+It runs on runtime.device (a GPU when there is one) in runtime.precision; a precision other than
+fp32 builds an artifact of its own.
 """
 
 from __future__ import annotations
 
+import logging
 import sys
 
 from rich.console import Console
@@ -23,6 +27,8 @@ from distil.cli.parsing import Parser
 from distil.common.console import console_command
 from distil.errors import DistilError
 
+log = logging.getLogger(__name__)
+
 CURVE_ROWS = 20  # the printed curve's most rows (the manifest keeps every entry)
 UNIGRAM_NOTE = ("the unigram level is the loss of predicting the corpus's wordpiece frequencies without context; "
                 "choose a budget (pretrain.steps) where the held-out loss is well below it and has flattened "
@@ -30,22 +36,31 @@ UNIGRAM_NOTE = ("the unigram level is the loss of predicting the corpus's wordpi
 
 
 def build(overrides: list[str]):
-    """(artifact, what it is, its report) for the student the overrides name."""
+    """(artifact, what it is, its report) for the student the overrides name, built on the run's
+    runtime (runtime.device, runtime.precision), active for the whole build."""
+    from distil.common.runtime import Runtime, use
     from distil.config.compose import compose_run_config
+    from distil.students.pretrained import PRETRAINABLE
+
+    cfg = compose_run_config(overrides)
+    if cfg.student.kind not in PRETRAINABLE:
+        raise DistilError(f"student '{cfg.student.name}' ({cfg.student.kind}) has no task-independent pre-training; "
+                          f"give student=transformer-* (masked LM, Turc et al.) or student=sra (Wu et al.)")
+    runtime = Runtime.resolve(cfg.runtime.device, cfg.runtime.precision)
+    log.info("distil pretrain on %s", runtime)  # what runs where
+    with use(runtime):
+        return _build(cfg, overrides)
+
+
+def _build(cfg, overrides: list[str]):
     from distil.pretrain.mlm import pretrained_transformer, unigram_level
     from distil.pretrain.sra import agnostic_student
     from distil.run.data import load_splits
     from distil.store.artifacts import ArtifactStore
-    from distil.students.pretrained import PRETRAINABLE
     from distil.teacher.load import load_tokenizer
 
-    cfg = compose_run_config(overrides)
     store = ArtifactStore(cfg.paths.cache)
-    kind = cfg.student.kind
-    if kind not in PRETRAINABLE:
-        raise DistilError(f"student '{cfg.student.name}' ({kind}) has no task-independent pre-training; give "
-                          f"student=transformer-* (masked LM, Turc et al.) or student=sra (Wu et al.)")
-    if kind == "sra":
+    if cfg.student.kind == "sra":
         artifact = agnostic_student(cfg.agnostic, cfg.teacher, cfg.student, cfg.hub_offline, store, cfg.paths.data_dir)
         return artifact, "task-agnostic SRA student (Wu et al.)", dict(artifact.info)
     texts = None

@@ -43,7 +43,7 @@ def code_version(where: Path | None = None) -> str:
 
 
 def measured_on(record: dict) -> str:
-    """`\`distil bench demo\` on <machine>, <date>, code <commit>`: where a recorded number comes from."""
+    """Where a recorded number comes from: "`distil bench demo` on <machine>, <date>, code <commit>"."""
     return f"`{record['command']}` on {record['machine']}, {record['date']}, code {record['code']}"
 
 

@@ -355,7 +355,9 @@ class TrainerConfig:
     # examples a pass is a few dozen steps.
     min_steps: int = at_least(0, default=0)
     grad_clip: float = at_least(0, default=5.0)  # 0: no clipping
-    threads: int = within(1, 256, default=2)  # more makes torch start threads until memory runs out
+    # torch's CPU threads, on the CPU only (on a GPU the host's own work keeps torch's default); more
+    # makes torch start threads until memory runs out
+    threads: int = within(1, 256, default=2)
     speed_examples: int = at_least(0, default=256)  # examples timed for the inference-speed ratio; 0 = skip
     # A student's training is checkpointed at the end of every stage step, and after an epoch only
     # when this long has passed since the last save (0: after every epoch). A killed run resumes from
@@ -443,6 +445,21 @@ class AgnosticConfig:
 
 
 @dataclass
+class RuntimeConfig:
+    """Where a run computes and in which precision (distil/common/runtime.py)."""
+
+    # auto: the first CUDA GPU when torch sees one, else Apple's mps, else the CPU; or cpu, cuda, cuda:N, mps.
+    # Not part of any key: a run on a GPU and one on the CPU are the same recipe (equal within float
+    # rounding; make gpu-check holds them to it), so either reuses the other's teacher, cache and cells.
+    device: str = "auto"
+    # fp32 | bf16 | fp16 (autocast; fp16 adds a GradScaler and needs CUDA). Part of the key of every
+    # artifact it changes, and only when not fp32, so fp32 keys are the ones from before devices. The
+    # teacher's cached targets are computed in fp32 under bf16 (bf16 keeps 8 mantissa bits, the fp16
+    # cache 11) and in fp16 under fp16.
+    precision: str = "fp32"
+
+
+@dataclass
 class PathsConfig:
     outputs: str = "outputs"
     cache: str = "outputs/cache"
@@ -460,6 +477,7 @@ class Config:
     pretrain: PretrainConfig = field(default_factory=PretrainConfig)
     agnostic: AgnosticConfig = field(default_factory=AgnosticConfig)
     trainer: TrainerConfig = MISSING
+    runtime: RuntimeConfig = field(default_factory=RuntimeConfig)
     paths: PathsConfig = MISSING
     seed: int = at_least(0, default=1)
     hub_offline: bool = True  # never wait on a model/dataset hub unless asked to

@@ -139,7 +139,7 @@ def augment_cost(sentences: list[str], tok, model) -> pd.DataFrame:
     start = time.perf_counter()
     with torch.inference_mode():  # length-sorted batches, as the cache runs them
         ids = Ragged.from_lists(tok(copies, truncation=True, max_length=128)["input_ids"])
-        for _ in teacher_batches(model, ids, np.arange(len(ids)), tok.pad_token_id, LABEL_BATCH, hidden=False):
+        for _ in teacher_batches(model, ids, np.arange(len(ids)), tok.pad_token_id, LABEL_BATCH):
             pass
     teacher_seconds = time.perf_counter() - start
     return pd.DataFrame([{

@@ -11,12 +11,18 @@ The artifact's report (its manifest's info) holds the loss curve: the running tr
 every LOG_EVERY steps, the MLM loss on a held-out slice of the corpus every `heldout_every` steps,
 and the unigram level (corpus.unigram_loss) to read them against: a loss near it means the student
 has learned the wordpieces' frequencies and little of the context. `distil pretrain` prints it.
+
+It runs on the active runtime (distil.common.runtime): the model on its device, each batch copied
+there once, the forward passes under its precision. Batches and their masks are drawn on the CPU,
+so a run draws the same examples on any device; a precision other than fp32 changes the weights
+and is part of the artifact's key (fp32 adds nothing: the keys from before devices).
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import time
 from pathlib import Path
@@ -27,11 +33,13 @@ from safetensors.torch import save_file
 from transformers import BertConfig, BertForMaskedLM, BertForPreTraining, get_linear_schedule_with_warmup
 
 from distil.common.progress import progress_bar
+from distil.common.runtime import current, fetch
 from distil.config.schema import PretrainConfig, as_plain_dict
 from distil.errors import DistilError, check_choice
 from distil.pretrain.corpus import ExampleSampler, lines_digest, read_lines, tokenize, unigram_loss
 from distil.pretrain.masking import IGNORE
 from distil.store.artifacts import Artifact, ArtifactStore
+from distil.training.checkpoint import cuda_rng_states, restore_rng_states
 from distil.training.loop import optimiser_step
 
 log = logging.getLogger(__name__)
@@ -87,13 +95,20 @@ def corpus_split(cfg: PretrainConfig, data_dir: str,
 
 
 def pretrain_spec(cfg: PretrainConfig, layers: int, hidden: int, tokenizer_identity: dict, digest: str,
-                  seed: int) -> dict:
+                  seed: int, precision: str | None = None) -> dict:
+    """The artifact's key. `precision` (None: the active runtime's) enters it only when it is not
+    fp32, so every fp32 key is the one from before precisions; the device never does (a GPU and the
+    CPU train the same model within float rounding)."""
     defaults = PretrainConfig()
     settings = {key: value for key, value in as_plain_dict(cfg).items()
                 if key not in ("name", "description", "corpus", "max_sentences", "checkpoint_every_seconds")
                 and not (key in REPORT_ONLY and value == getattr(defaults, key))}
-    return {"layers": layers, "hidden": hidden, "tokenizer": tokenizer_identity, "corpus": digest,
+    spec = {"layers": layers, "hidden": hidden, "tokenizer": tokenizer_identity, "corpus": digest,
             "settings": settings, "seed": seed, "layout": LAYOUT_VERSION}
+    precision = precision or current().precision
+    if precision != "fp32":
+        spec["precision"] = precision
+    return spec
 
 
 def ensure_pretrained(cfg: PretrainConfig, layers: int, hidden: int, tokenizer, tokenizer_identity: dict,
@@ -133,22 +148,30 @@ def pretrain(cfg: PretrainConfig, layers: int, hidden: int, tokenizer, lines: li
     sampler = ExampleSampler(sentences, tokenizer, cfg.max_length, nsp, cfg.mask_prob, cfg.mask_token_prob,
                              cfg.random_token_prob)
     heldout_batches = heldout_examples(cfg, tokenizer, heldout or [], nsp)
-    torch.manual_seed(seed)
+    runtime = current()
+    scaler = runtime.grad_scaler()
+    torch.manual_seed(seed)  # the weights are drawn on the CPU, the same on every device
     config = bert_config(layers, hidden, len(tokenizer), cfg.dropout, tokenizer.pad_token_id)
-    model = (BertForPreTraining if nsp else BertForMaskedLM)(config)
+    model = (BertForPreTraining if nsp else BertForMaskedLM)(config).to(runtime.device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     scheduler = get_linear_schedule_with_warmup(optimizer, int(cfg.warmup_fraction * cfg.steps), cfg.steps)
     rng, generator = np.random.default_rng(seed), torch.Generator().manual_seed(seed)
     step, history, seconds = 0, [], 0.0
     checkpoint = out / CHECKPOINT
     if checkpoint.is_file():
-        state = torch.load(checkpoint, weights_only=True)  # tensors, numbers, strings: never code
+        # tensors, numbers, strings: never code; onto the CPU whichever device wrote it (load_state_dict
+        # copies the weights to the model's device, and the optimiser's state to its parameters')
+        state = torch.load(checkpoint, weights_only=True, map_location="cpu")
         model.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
         scheduler.load_state_dict(state["scheduler"])
+        if scaler.is_enabled() and state.get("scaler"):
+            scaler.load_state_dict(state["scaler"])
         rng.bit_generator.state = state["numpy_rng"]
         generator.set_state(state["torch_rng"])
-        torch.set_rng_state(state["dropout_rng"])  # dropout draws from torch's global generator
+        # dropout draws from torch's global generator on the CPU, and from the CUDA ones on a GPU (those
+        # restored only on a machine with as many GPUs; a checkpoint from before them has none)
+        restore_rng_states({"torch_rng": state["dropout_rng"], "cuda_rng": state.get("cuda_rng")})
         step, history, seconds = state["step"], state["history"], state["seconds"]
         log.info("resuming pre-training at step %d of %d from %s", step, cfg.steps, checkpoint)
     model.train()
@@ -158,16 +181,19 @@ def pretrain(cfg: PretrainConfig, layers: int, hidden: int, tokenizer, lines: li
         bar = progress.add_task(f"pre-training L{layers}/H{hidden} (masked LM)", total=cfg.steps, completed=step,
                                 status="")
         while step < cfg.steps:
-            batch = sampler.batch(cfg.batch_size, rng, generator)
-            mlm_loss, nsp_loss = losses(model, batch, nsp)
-            loss = mlm_loss + (nsp_loss if nsp_loss is not None else 0.0)
-            if not torch.isfinite(loss):
-                raise DistilError(f"pre-training diverged at step {step + 1} (loss {loss.item()}); "
+            batch = runtime.put(sampler.batch(cfg.batch_size, rng, generator))
+            with runtime.autocast():
+                mlm_loss, nsp_loss = losses(model, batch, nsp)
+                loss = mlm_loss + (nsp_loss if nsp_loss is not None else 0.0)
+            values = host_values(mlm_loss) if nsp_loss is None else host_values(mlm_loss, nsp_loss)
+            mlm_value, nsp_value = values[0], sum(values[1:], 0.0)
+            if not math.isfinite(mlm_value + nsp_value):  # stop before it reaches the weights
+                raise DistilError(f"pre-training diverged at step {step + 1} (loss {mlm_value + nsp_value}); "
                                   f"lower pretrain.lr (now {cfg.lr:g})")
-            optimiser_step(loss, optimizer, list(model.parameters()), BERT_GRAD_CLIP, scheduler)
+            optimiser_step(loss, optimizer, list(model.parameters()), BERT_GRAD_CLIP, scheduler, scaler)
             step += 1
-            running["mlm"] += mlm_loss.item()
-            running["nsp"] += nsp_loss.item() if nsp_loss is not None else 0.0
+            running["mlm"] += mlm_value
+            running["nsp"] += nsp_value
             running["n"] += 1
             progress.update(bar, advance=1, status=f"mlm loss {running['mlm'] / running['n']:.3f}")
             evaluate = bool(heldout_batches) and (step % cfg.heldout_every == 0 or step == cfg.steps)
@@ -184,9 +210,11 @@ def pretrain(cfg: PretrainConfig, layers: int, hidden: int, tokenizer, lines: li
                 running = {"mlm": 0.0, "nsp": 0.0, "n": 0}
             if step < cfg.steps and time.perf_counter() - saved >= cfg.checkpoint_every_seconds:
                 save_checkpoint(checkpoint, model, optimizer, scheduler, rng, generator, step, history,
-                                time.perf_counter() - started)
+                                time.perf_counter() - started, scaler)
                 saved = time.perf_counter()
-    encoder = {name.removeprefix("bert."): tensor.contiguous() for name, tensor in model.state_dict().items()
+    # from the CPU: the artifact's bytes are the same whichever device trained it
+    encoder = {name.removeprefix("bert."): tensor.detach().cpu().contiguous()
+               for name, tensor in model.state_dict().items()
                if name.startswith("bert.") and not name.startswith("bert.pooler.")}
     save_file(encoder, out / WEIGHTS)
     (out / "config.json").write_text(json.dumps(config.to_dict(), indent=2))
@@ -216,21 +244,33 @@ def heldout_examples(cfg: PretrainConfig, tokenizer, lines: list[str], nsp: bool
 
 def heldout_loss(model, batches: list) -> float | None:
     """The masked-LM cross-entropy over every chosen position of the held-out batches (in eval mode:
-    no dropout, so nothing is drawn from torch's generator and training continues as without it)."""
+    no dropout, so nothing is drawn from torch's generator and training continues as without it),
+    under the run's precision, as training computes its loss. The batches stay on the CPU; each is
+    copied to the device once and its summed loss copied back once."""
+    runtime = current()
     model.eval()
     total, count = 0.0, 0
     with torch.no_grad():
         for batch in batches:
             chosen = batch.labels != IGNORE
-            if not chosen.any():
+            if not chosen.any():  # counted on the CPU: no wait for the device
                 continue
-            out = model.bert(input_ids=batch.input_ids, attention_mask=batch.attention_mask,
-                             token_type_ids=batch.token_type_ids)
-            logits = model.cls.predictions(out.last_hidden_state[chosen])
-            total += torch.nn.functional.cross_entropy(logits, batch.labels[chosen], reduction="sum").item()
+            batch = runtime.put(batch)
+            with runtime.autocast():
+                out = model.bert(input_ids=batch.input_ids, attention_mask=batch.attention_mask,
+                                 token_type_ids=batch.token_type_ids)
+                on = batch.labels != IGNORE
+                logits = model.cls.predictions(out.last_hidden_state[on])
+                loss = torch.nn.functional.cross_entropy(logits, batch.labels[on], reduction="sum")
+            total += float(fetch(loss))
             count += int(chosen.sum())
     model.train()
     return total / count if count else None
+
+
+def host_values(*scalars: torch.Tensor) -> list[float]:
+    """Scalar tensors as floats in one copy to the host: one wait for the device a step, not one each."""
+    return fetch(torch.stack([scalar.detach().float() for scalar in scalars])).tolist()
 
 
 def losses(model, batch, nsp: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -250,12 +290,16 @@ def losses(model, batch, nsp: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
                                                   batch.next_sentence_label)
 
 
-def save_checkpoint(path: Path, model, optimizer, scheduler, rng, generator, step, history, seconds) -> None:
+def save_checkpoint(path: Path, model, optimizer, scheduler, rng, generator, step, history, seconds,
+                    scaler: torch.amp.GradScaler | None = None) -> None:
+    """`torch_rng` is the masking generator's state (always on the CPU), `dropout_rng` and `cuda_rng`
+    the global ones dropout draws from; `scaler` fp16's loss scale (None when not in use)."""
     partial = path.with_suffix(".partial")
     torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
                 "numpy_rng": rng.bit_generator.state, "torch_rng": generator.get_state(),
-                "dropout_rng": torch.get_rng_state(), "step": step,
-                "history": history, "seconds": seconds}, partial)
+                "dropout_rng": torch.get_rng_state(), "cuda_rng": cuda_rng_states(),
+                "scaler": scaler.state_dict() if scaler is not None and scaler.is_enabled() else None,
+                "step": step, "history": history, "seconds": seconds}, partial)
     os.replace(partial, path)
 
 

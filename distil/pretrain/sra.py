@@ -22,6 +22,12 @@ are computed once for the whole corpus into an artifact of their own
 (outputs/cache/agnostic-vectors/), which every corpus size and seed then slices. Training saves a
 checkpoint after every pass and every few minutes within one, so a killed build resumes where it
 was, with the same result.
+
+It runs on the active runtime (distil.common.runtime): the teacher and the student on its device,
+each batch copied there once, the student's forward passes under its precision, which is part of the
+student artifact's key when it is not fp32. The teacher's vectors are targets, kept as the run's
+teacher cache is (Runtime.cache_precision): computed in fp32 under bf16 (bf16 keeps 8 mantissa
+bits, fp32 24) and in fp16 under fp16, whose shared vectors' key then says so.
 """
 
 from __future__ import annotations
@@ -38,6 +44,7 @@ from omegaconf import OmegaConf
 from safetensors.torch import load_file, save_file
 
 from distil.common.progress import progress_bar
+from distil.common.runtime import current, fetch
 from distil.config.schema import as_plain_dict
 from distil.data.batching import length_bucketed_batches, pad, shuffled_batches
 from distil.errors import DistilError, check_choice
@@ -45,6 +52,7 @@ from distil.pretrain.corpus import lines_digest, read_lines
 from distil.store.artifacts import Artifact, ArtifactStore
 from distil.students.sra import SRAStudent
 from distil.students.vocab import TrimmedVocab
+from distil.training.checkpoint import cuda_rng_states, restore_rng_states
 from distil.training.loop import optimiser_step
 from distil.training.losses import representation_cosine
 
@@ -80,35 +88,58 @@ def sentence_vectors(encoder, ids: list[list[int]], pad_id: int, pooling: str, b
 @torch.inference_mode()
 def pooled_vectors(encoder, ids: list[list[int]], pad_id: int, poolings: tuple[str, ...], batch_size: int = 128,
                    progress=None) -> dict[str, torch.Tensor]:
-    """{pooling: [n, H] float32} from one pass of the encoder: its top layer at [CLS] ("cls"), its
-    mean over the real wordpieces ("mean")."""
+    """{pooling: [n, H] float32, on the CPU} from one pass of the encoder (on the active runtime's
+    device, in its cache_precision: targets are kept, so never bf16): its top layer at [CLS] ("cls"),
+    its mean over the real wordpieces ("mean"). Each batch is copied to the device once and its
+    vectors back once."""
+    runtime = current()
     encoder.eval()
     order = np.argsort([len(x) for x in ids])  # length-sorted batches: little padding
     out = {pooling: torch.empty((len(ids), encoder.config.hidden_size)) for pooling in poolings}
     for start in range(0, len(ids), batch_size):
         rows = order[start:start + batch_size]
-        batch, mask = pad([ids[r] for r in rows], pad_id)
-        states = encoder(input_ids=batch, attention_mask=mask).last_hidden_state
-        for pooling, vectors in out.items():
-            if pooling == "cls":
-                pooled = states[:, 0]
-            else:
-                pooled = (states * mask.unsqueeze(-1)).sum(1) / mask.sum(1, keepdim=True).clamp(min=1)
-            vectors[torch.from_numpy(rows)] = pooled.float()
+        batch, mask = runtime.put(pad([ids[r] for r in rows], pad_id))
+        with runtime.autocast(runtime.cache_precision):
+            states = encoder(input_ids=batch, attention_mask=mask).last_hidden_state
+        states = states.float()  # pooled in fp32 whatever the forward's precision (a no-op in fp32)
+        pooled = [states[:, 0] if pooling == "cls"
+                  else (states * mask.unsqueeze(-1)).sum(1) / mask.sum(1, keepdim=True).clamp(min=1)
+                  for pooling in out]
+        index = torch.from_numpy(rows)
+        for vectors, pooling in zip(fetch(torch.stack(pooled)), out, strict=True):  # one copy back a batch
+            out[pooling][index] = vectors
         if progress is not None:
             progress(len(rows))
     return out
 
 
-def agnostic_spec(cfg, teacher_identity: dict, student_cfg, digest: str, sentence_size: int) -> dict:
+def agnostic_spec(cfg, teacher_identity: dict, student_cfg, digest: str, sentence_size: int,
+                  precision: str | None = None) -> dict:
+    """The student artifact's key. `precision` (None: the active runtime's) enters it only when it is
+    not fp32, so every fp32 key is the one from before precisions; the device never does."""
     unkeyed = ("name", "description", "corpus", "max_sentences")  # the corpus counts by its digest
     settings = {k: v for k, v in as_plain_dict(cfg).items()
                 if k not in unkeyed and not (k in ADDED_SETTINGS and v == ADDED_SETTINGS[k])}
     if cfg.steps is not None:
         settings.pop("epochs")  # unused: the update count is the budget
     student = {k: student_cfg[k] for k in ("embedding_dim", "hidden_size", "num_layers", "dropout", "embedding_init")}
-    return {"teacher": teacher_identity, "corpus": digest, "student": student, "sentence_size": sentence_size,
+    spec = {"teacher": teacher_identity, "corpus": digest, "student": student, "sentence_size": sentence_size,
             "settings": settings, "layout": LAYOUT_VERSION}
+    precision = precision or current().precision
+    if precision != "fp32":
+        spec["precision"] = precision
+    return spec
+
+
+def vectors_spec(cfg, teacher_identity: dict, every: list[str]) -> dict:
+    """The shared teacher vectors' key, by the active runtime's cache_precision: fp32's (the key from
+    before precisions) under fp32 and bf16, which compute them alike, and its own under fp16."""
+    spec = {"teacher": teacher_identity, "pooling": cfg.pooling, "max_length": cfg.max_length,
+            "corpus": lines_digest(every), "layout": VECTORS_LAYOUT}
+    precision = current().cache_precision
+    if precision != "fp32":
+        spec["precision"] = precision
+    return spec
 
 
 def corpus_split(cfg, data_dir: str) -> tuple[list[str], list[str], list[str] | None]:
@@ -164,10 +195,9 @@ def shared_vectors(cfg, teacher_name: str, teacher_identity: dict, load_encoder,
     """(training targets, held-out targets) of a heldout=end build: the first `count` and the last
     `held` rows of the teacher's vectors of the whole corpus, an artifact keyed by the teacher, the
     pooling, the length and the corpus's lines, built once for every corpus size and seed."""
-    spec = {"teacher": teacher_identity, "pooling": cfg.pooling, "max_length": cfg.max_length,
-            "corpus": lines_digest(every), "layout": VECTORS_LAYOUT}
     artifact = store.get_or_build(
-        VECTORS_KIND, teacher_name, spec, lambda out: corpus_vectors(cfg, load_encoder, tokenizer, every, out),
+        VECTORS_KIND, teacher_name, vectors_spec(cfg, teacher_identity, every),
+        lambda out: corpus_vectors(cfg, load_encoder, tokenizer, every, out),
         describe={"teacher": teacher_name, "pooling": cfg.pooling, "corpus": cfg.corpus, "sentences": len(every)})
     vectors = load_file(artifact.path / VECTORS)["vectors"]
     return vectors[:count], vectors[len(vectors) - held:]
@@ -185,7 +215,7 @@ def corpus_vectors(cfg, load_encoder, tokenizer, lines: list[str], out: Path) ->
             if not piece.is_file():
                 ids = tokenizer(lines[start:start + VECTORS_CHUNK], truncation=True,
                                 max_length=cfg.max_length)["input_ids"]
-                encoder = encoder or load_encoder()
+                encoder = encoder or load_encoder().to(current().device)
                 vectors = sentence_vectors(encoder, ids, tokenizer.pad_token_id, cfg.pooling,
                                            progress=lambda n: progress.advance(bar, n))
                 partial = piece.with_suffix(".partial")
@@ -223,7 +253,7 @@ def distil_agnostic(cfg, load_encoder, tokenizer, student_cfg, initial_rows, lin
         if vectors_path.is_file():
             every = load_file(vectors_path)["vectors"]
         else:
-            encoder = load_encoder()
+            encoder = load_encoder().to(current().device)
             with progress_bar() as progress:
                 bar = progress.add_task(f"teacher sentence vectors ({cfg.pooling})", total=len(ids), status="")
                 every = sentence_vectors(encoder, ids, pad_id, cfg.pooling,
@@ -234,11 +264,14 @@ def distil_agnostic(cfg, load_encoder, tokenizer, student_cfg, initial_rows, lin
         targets, held_targets = every[:len(lines)], every[len(lines):]
     ids, held_ids = ids[:len(lines)], ids[len(lines):]
     vocab = TrimmedVocab.whole(len(tokenizer))  # every wordpiece: rows 2.. are teacher ids 0..
-    torch.manual_seed(cfg.seed)
+    runtime = current()
+    scaler = runtime.grad_scaler()
+    torch.manual_seed(cfg.seed)  # the weights are drawn on the CPU, the same on every device
     student = SRAStudent(len(vocab), student_cfg.embedding_dim, student_cfg.hidden_size, 2, student_cfg.dropout,
                          student_cfg.mlp_hidden_size, targets.shape[1], pair=False, num_layers=student_cfg.num_layers)
     with torch.no_grad():
         student.encoder.embedding.weight.copy_(initial_rows(student_cfg.embedding_dim, vocab))
+    student.to(runtime.device)
     mapped, held_mapped = [vocab.map(x) for x in ids], [vocab.map(x) for x in held_ids]
     del ids, held_ids  # a whole corpus's ids are large: keep one copy
     optimizer = torch.optim.Adam(student.parameters(), lr=cfg.lr)
@@ -250,11 +283,16 @@ def distil_agnostic(cfg, load_encoder, tokenizer, student_cfg, initial_rows, lin
     epoch, step, position, total, history, seconds = 0, 0, 0, 0.0, [], 0.0
     checkpoint = out / CHECKPOINT
     if checkpoint.is_file():
-        state = torch.load(checkpoint, weights_only=True)
+        # onto the CPU whichever device wrote it: load_state_dict copies to the student's device
+        state = torch.load(checkpoint, weights_only=True, map_location="cpu")
         student.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
+        if scaler.is_enabled() and state.get("scaler"):
+            scaler.load_state_dict(state["scaler"])
         rng.bit_generator.state = state["numpy_rng"]  # where the pass under way drew its batches
-        torch.set_rng_state(state["dropout_rng"])
+        # dropout's generators: the CPU's, and the CUDA ones only on a machine with as many GPUs (a
+        # checkpoint from before them has none)
+        restore_rng_states({"torch_rng": state["dropout_rng"], "cuda_rng": state.get("cuda_rng")})
         epoch, history, seconds = state["epoch"], state["history"], state["seconds"]
         # a checkpoint of an earlier version was taken at a pass's end
         step, position, total = state.get("step", epoch * per_pass), state.get("position", 0), state.get("total", 0.0)
@@ -266,7 +304,9 @@ def distil_agnostic(cfg, load_encoder, tokenizer, student_cfg, initial_rows, lin
     def save(pass_rng: dict) -> None:
         partial = checkpoint.with_suffix(".partial")
         torch.save({"model": student.state_dict(), "optimizer": optimizer.state_dict(), "numpy_rng": pass_rng,
-                    "dropout_rng": torch.get_rng_state(), "epoch": epoch, "step": step, "position": position,
+                    "dropout_rng": torch.get_rng_state(), "cuda_rng": cuda_rng_states(),
+                    "scaler": scaler.state_dict() if scaler.is_enabled() else None,
+                    "epoch": epoch, "step": step, "position": position,
                     "total": total, "history": history, "seconds": time.perf_counter() - started}, partial)
         os.replace(partial, checkpoint)
 
@@ -279,12 +319,14 @@ def distil_agnostic(cfg, load_encoder, tokenizer, student_cfg, initial_rows, lin
             for rows in batches[position:]:
                 if step >= budget:
                     break
-                sentences = student.sentence(*pad([mapped[r] for r in rows]))
-                loss = representation_cosine(sentences, targets[torch.from_numpy(rows)])
-                optimiser_step(loss, optimizer, student.parameters())
-                total += loss.item() * len(rows)
+                inputs, wanted = runtime.put((pad([mapped[r] for r in rows]), targets[torch.from_numpy(rows)]))
+                with runtime.autocast():
+                    loss = representation_cosine(student.sentence(*inputs), wanted)
+                optimiser_step(loss, optimizer, student.parameters(), scaler=scaler)
+                value = float(fetch(loss))  # the step's one wait for the device
+                total += value * len(rows)
                 step, position = step + 1, position + 1
-                progress.update(bar, advance=1, status=f"loss {loss.item():.4f}")
+                progress.update(bar, advance=1, status=f"loss {value:.4f}")
                 if step < budget and time.perf_counter() - saved >= CHECKPOINT_SECONDS:
                     save(pass_rng)
                     saved = time.perf_counter()
@@ -299,7 +341,9 @@ def distil_agnostic(cfg, load_encoder, tokenizer, student_cfg, initial_rows, lin
             if step < budget:
                 save(rng.bit_generator.state)
                 saved = time.perf_counter()
-    weights = {k: v.contiguous() for k, v in student.state_dict().items() if not k.startswith("classifier.")}
+    # from the CPU: the artifact's bytes are the same whichever device trained it
+    weights = {k: v.detach().cpu().contiguous() for k, v in student.state_dict().items()
+               if not k.startswith("classifier.")}
     save_file(weights, out / WEIGHTS)
     checkpoint.unlink(missing_ok=True)
     vectors_path.unlink(missing_ok=True)  # the teacher's vectors served the build only
@@ -318,15 +362,19 @@ def epoch_batches(cfg, lengths: list[int], rng: np.random.Generator) -> list[np.
 @torch.inference_mode()
 def held_out_loss(student, mapped: list[list[int]], targets: torch.Tensor, batch_size: int) -> float | None:
     """Eq. 1's loss on the held-out corpus lines (Wu Table 4's "distillation loss on the Wikipedia
-    validation set"), the student in eval mode; None without held-out lines."""
+    validation set"), the student in eval mode and the run's precision; None without held-out lines.
+    Each batch is copied to the device once and its loss back once."""
     if not mapped:
         return None
+    runtime = current()
     student.eval()
     total = 0.0
     for start in range(0, len(mapped), batch_size):
         rows = mapped[start:start + batch_size]
-        loss = representation_cosine(student.sentence(*pad(rows)), targets[start:start + len(rows)])
-        total += loss.item() * len(rows)
+        inputs, wanted = runtime.put((pad(rows), targets[start:start + len(rows)]))
+        with runtime.autocast():
+            loss = representation_cosine(student.sentence(*inputs), wanted)
+        total += float(fetch(loss)) * len(rows)
     return total / len(mapped)
 
 
@@ -370,7 +418,8 @@ class TeacherAsPretrained:
             raise DistilError("the task-agnostic SRA student starts from student.embedding_init=svd, pca, random or "
                               "file, not model2vec (that reads a fine-tuned teacher); choose one of those")
         def rows(dim: int, vocab: TrimmedVocab) -> torch.Tensor:
-            embeddings = self.encoder.get_input_embeddings().weight.detach().float()
+            # on the CPU in float32 wherever the encoder is (it moves to the device to compute vectors)
+            embeddings = fetch(self.encoder.get_input_embeddings().weight)
             tokens = self.tokenizer.convert_ids_to_tokens(list(range(len(self.tokenizer))))
             return initial_embeddings(student_cfg.embedding_init, dim, teacher_ids=vocab.teacher_ids,
                                       teacher_embeddings=embeddings, teacher_tokens=tokens,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 
+from distil.common.runtime import current, fetch
 from distil.data.batching import length_sorted_batches
 from distil.data.ragged import Tokens
 
@@ -14,10 +15,12 @@ Logits = torch.Tensor | list[torch.Tensor]  # [N, C], or per example [len_i, C] 
 def student_logits(model, tokens: Tokens, pad_id: int, batch_size: int) -> Logits:
     """Logits in input order: [N, C], or a list of [len_i, C] for a tagger."""
     model.eval()
+    runtime = current()
     lengths = tokens.lengths()
     rows_out: list[torch.Tensor | None] = [None] * len(tokens)
     for rows in length_sorted_batches(lengths, batch_size):
-        out = model(*tokens.pad(rows, pad_id))["logits"]
+        with runtime.autocast():  # as the student trained
+            out = fetch(model(*runtime.put(tokens.pad(rows, pad_id)))["logits"])  # one copy back a batch
         for k, row in enumerate(rows):
             rows_out[row] = out[k, : lengths[row]] if out.dim() == 3 else out[k]
     if rows_out and rows_out[0].dim() == 1:

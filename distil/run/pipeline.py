@@ -15,6 +15,7 @@ from omegaconf import OmegaConf
 
 from distil.augment.build import make_augmenter
 from distil.common.atomic import write_json_atomic
+from distil.common.runtime import CPU, Runtime, current, use
 from distil.config.schema import Config, StudentConfig
 from distil.data.prepared import PreparedSplit
 from distil.data.ragged import Ragged, Tokens
@@ -57,12 +58,14 @@ from distil.training.checkpoint import schedule_checkpoint
 log = logging.getLogger(__name__)
 
 
-def setup_runtime(threads: int, seed: int) -> None:
-    """Threads and every random generator's seed, before the run's first step."""
-    torch.set_num_threads(threads)
+def setup_runtime(threads: int, seed: int, runtime: Runtime = CPU) -> None:
+    """Threads (on the CPU: on a GPU the host's own work keeps torch's default) and every random
+    generator's seed, before the run's first step."""
+    if not runtime.on_gpu:
+        torch.set_num_threads(threads)
     random.seed(seed)
     np.random.seed(seed)
-    torch.manual_seed(seed)
+    torch.manual_seed(seed)  # every CUDA generator too
 
 
 @dataclass
@@ -92,7 +95,13 @@ class Phases:
 
 def run(cfg: Config, run_dir: Path, choices: dict, overrides: list[str]) -> dict:
     plan = plan_run(cfg)  # every check before any work; the decisions the steps below read
-    setup_runtime(cfg.trainer.threads, cfg.seed)
+    setup_runtime(cfg.trainer.threads, cfg.seed, plan.runtime)
+    log.info("running on %s", plan.runtime)
+    with use(plan.runtime):  # every phase below: models and batches on its device, in its precision
+        return _run(cfg, plan, run_dir, choices, overrides)
+
+
+def _run(cfg: Config, plan: RunPlan, run_dir: Path, choices: dict, overrides: list[str]) -> dict:
     task = plan.task
     started = time.perf_counter()
     phases = Phases(started)
@@ -109,7 +118,7 @@ def run(cfg: Config, run_dir: Path, choices: dict, overrides: list[str]) -> dict
                              lambda: (model, tokenizer), apart=plan.pairs_apart)
     phases.lap("targets")
     views = open_targets(targets)
-    teacher_vocab = TeacherVocab(model.get_input_embeddings().weight.detach().float(),
+    teacher_vocab = TeacherVocab(model.get_input_embeddings().weight.detach().float().cpu(),
                                  tokenizer.convert_ids_to_tokens(list(range(len(tokenizer)))),
                                  model.config.hidden_size, list(tokenizer.all_special_ids),
                                  partial(token_output_vectors, model, tokenizer), tokenizer.sep_token_id)
@@ -143,6 +152,7 @@ def run(cfg: Config, run_dir: Path, choices: dict, overrides: list[str]) -> dict
         },
         "student": student,
         "speed": speed,
+        "runtime": plan.runtime.describe(),  # the device, its name and the precision
         "artifacts": {"teacher": teacher.key, "targets": targets.key,
                       "teacher_reused": teacher.reused, "targets_reused": targets.reused,
                       "teacher_ran": not (teacher.reused and targets.reused)},
@@ -347,6 +357,7 @@ def train_student(cfg: Config, plan: RunPlan, data: TaskData, prepared: dict[str
     # word students (the RNN baseline) read no special tokens
     add_unk_dropout(model, cfg.student.unk_dropout,
                     [] if plan.reads_words else vocab.map(teacher_vocab.special_ids))
+    model.to(current().device)  # built and initialised on the CPU (the same draws on any device), trained there
     # keyed by the data it trains on too (split sizes, vocabulary), and for D0 by its language
     trains_on = [language, {name: len(split) for name, split in student_splits.items()}, vocab.teacher_ids]
     with schedule_checkpoint(cfg.paths.cache, plan.recipe, cfg.trainer.checkpoint_every_seconds,

@@ -11,6 +11,7 @@ from omegaconf import OmegaConf
 
 from distil.augment.build import check_augment
 from distil.common.libraries import offline_hubs, quiet_libraries
+from distil.common.runtime import Runtime
 from distil.config.schema import Config, StudentConfig, TeacherConfig, TrainerConfig, check_config, without_defaults
 from distil.errors import DistilError, check_choice
 from distil.peers import check_peer, is_peer
@@ -45,6 +46,7 @@ class RunPlan:
     family: str  # the student family (student.kind: bilstm, transformer, sra, ...), or "peer"
     start: str  # where the student's weights start: STARTS
     recipe: dict  # what changes the student's training (training_recipe): its checkpoint's key
+    runtime: Runtime  # the device every phase runs on, and the precision of training's forward passes
 
 
 # "own": its family's random init; "checkpoint": student.name_or_path; "pretrained": its family's
@@ -55,6 +57,7 @@ STARTS = ("own", "checkpoint", "pretrained")
 def plan_run(cfg: Config) -> RunPlan:
     """Check everything that can be checked before work starts, and decide once."""
     check_config(cfg)  # every numeric setting in range before anything runs
+    runtime = Runtime.resolve(cfg.runtime.device, cfg.runtime.precision)  # an absent GPU fails here
     quiet_libraries()
     if cfg.hub_offline:  # before any check loads a teacher's config
         offline_hubs()
@@ -86,7 +89,7 @@ def plan_run(cfg: Config) -> RunPlan:
     trainer = OmegaConf.merge(cfg.trainer, {"batch_size": batch_size})
     return RunPlan(task, batch_size, chosen_by, trainer, with_hidden, cached_layer, apart, words,
                    reads_pairs_apart(cfg.student), peer, cfg.student.kind, start,
-                   training_recipe(cfg))
+                   training_recipe(cfg), runtime)
 
 
 # The config groups whose values change what the student learns (trainer.checkpoint_every_seconds does not).
@@ -106,6 +109,12 @@ def training_recipe(cfg: Config) -> dict:
         for key in NOT_TRAINING.get(group, ()):
             values.pop(key, None)
         groups[group] = values
+    # the precision changes the student's arithmetic, the device only where it runs: present only when
+    # not fp32, so an fp32 run's checkpoint keeps the key it had before runtimes existed
+    precision = without_defaults(OmegaConf.to_container(cfg.runtime, resolve=True), cfg.runtime)
+    precision.pop("device", None)
+    if precision:
+        groups["runtime"] = precision
     return {"groups": groups, "seed": cfg.seed}
 
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from distil.common.runtime import current
 from distil.config.schema import ScheduleConfig, StageConfig, TrainerConfig
 from distil.data.batching import balanced_batch_count, balanced_batches, pad_labels, shuffled_batches
 from distil.data.ragged import Ragged, Tokens
@@ -297,8 +298,14 @@ class StageTrainer:
         self.predictor = predicting_view(model, outputs_read(stage.losses))
 
     def loss(self, split: StudentSplit, rows, teacher_rows: str | None = None) -> torch.Tensor:
-        inputs, targets = split.batch(rows, self.pad_id)
-        return weighted_loss(self.weights, self.model(*inputs), targets, self.stage.temperature,
+        runtime = current()
+        inputs, targets = runtime.put(split.batch(rows, self.pad_id))  # the batch's one copy to the device
+        with runtime.autocast():  # fit's own autocast covers training; dev_loss runs outside fit
+            outputs = self.model(*inputs)
+        # the losses in fp32: a softmax, a KL or a squared error in bf16 would round away what it compares
+        outputs = {name: value.float() if isinstance(value, torch.Tensor) and value.is_floating_point() else value
+                   for name, value in outputs.items()}
+        return weighted_loss(self.weights, outputs, targets, self.stage.temperature,
                              supervised=self.task.supervised_loss, reductions=self.reductions,
                              teacher_rows=teacher_rows or self.stage.teacher_rows)
 

@@ -11,18 +11,25 @@ from contextlib import contextmanager
 
 import torch
 
+from distil.common.runtime import current
 from distil.data.ragged import Tokens
 
 
 @torch.inference_mode()
 def examples_per_second(forward: Callable[..., object], tokens: Tokens, n: int, pad_id: int,
                         batch_size: int = 32) -> float:
-    """Throughput over the first `n` examples of `tokens`, in batches of `batch_size`."""
-    batches = [tokens.pad(range(i, min(i + batch_size, n)), pad_id) for i in range(0, n, batch_size)]
-    forward(*batches[0])  # warm-up: first-call allocations are not throughput
-    start = time.perf_counter()
-    for inputs in batches:
-        forward(*inputs)
+    """Throughput over the first `n` examples of `tokens`, in batches of `batch_size`, on the active
+    runtime's device (the batches put there before the clock starts) and in its precision. A GPU runs
+    its queue behind the host's back: the clock is read only after it has caught up."""
+    runtime = current()
+    batches = [runtime.put(tokens.pad(range(i, min(i + batch_size, n)), pad_id)) for i in range(0, n, batch_size)]
+    with runtime.autocast():
+        forward(*batches[0])  # warm-up: first-call allocations are not throughput
+        runtime.synchronize()
+        start = time.perf_counter()
+        for inputs in batches:
+            forward(*inputs)
+        runtime.synchronize()
     return n / (time.perf_counter() - start)
 
 

@@ -2,6 +2,10 @@
 reads it back and predicts (no argument parsing: the `distil predict` command is distil/cli/predict.py).
 
 Pairs are given as "first sentence ||| second sentence". Tagging prints word/TAG.
+
+A SavedStudent serves on one device (the active runtime's by default, distil.common.runtime; `.to`
+moves it): each batch's inputs are copied there once and its logits back once, in fp32 (serving
+gives the saved model's own predictions, not a lower precision's).
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from omegaconf import OmegaConf
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
+from distil.common.runtime import Runtime, current, fetch
 from distil.config.schema import StudentConfig
 from distil.data.batching import model_inputs
 from distil.errors import DistilError
@@ -36,7 +41,8 @@ def write_student(out: Path, model: torch.nn.Module, vocab: TrimmedVocab, tokeni
     """Everything SavedStudent needs: weights, vocabulary, the teacher's tokenizer, and config.json
     (the student's settings, its task, output labels and how its inputs were cut)."""
     out.mkdir(parents=True, exist_ok=True)
-    save_file({k: v.contiguous() for k, v in model.state_dict().items()}, out / "model.safetensors")
+    # from the CPU, whichever device trained it: a saved student is read back anywhere
+    save_file({k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}, out / "model.safetensors")
     vocab.save(out / "vocab.json")
     tokenizer.save_pretrained(out / "tokenizer")
     config = {"student": student, "task": task.name, "inputs": task.inputs, "labels": labels,
@@ -47,7 +53,9 @@ def write_student(out: Path, model: torch.nn.Module, vocab: TrimmedVocab, tokeni
 
 
 class SavedStudent:
-    def __init__(self, directory: Path):
+    """`device`: where it serves (None: the active runtime's device, the CPU outside one)."""
+
+    def __init__(self, directory: Path, device: str | torch.device | None = None):
         from transformers import AutoTokenizer
 
         _check_complete(directory)
@@ -63,7 +71,9 @@ class SavedStudent:
                                    representation_head=self.config.get("representation_head", False),
                                    projection=self.config.get("projection", "side"),
                                    shared_output=self.config.get("shared_output", True))
-        _read_part(directory / "model.safetensors", lambda path: self.model.load_state_dict(load_file(path)))
+        # read onto the CPU (safetensors' map_location), then moved once to the serving device below
+        _read_part(directory / "model.safetensors",
+                   lambda path: self.model.load_state_dict(load_file(path, device="cpu")))
         self.model.eval()
         # a bag-of-tokens student (static) serves batches as bags: no padding (StaticStudent.forward_bags)
         self.bags = getattr(self.model, "serves_bags", False)
@@ -72,8 +82,19 @@ class SavedStudent:
             self._bag_tokens, self._student_ids = self._bag_reader()
             self.folded = self.model.folded_classifier()  # a linear model's classifier folded into its table
             self.word_rows = WordRows(*self.folded, self.vocab) if self.folded and reads_words(self.cfg) else None
-            # one request, in numpy: a folded word table by word, else the student's own OneRequest
+            # one request, in numpy: a folded word table by word, else the student's own OneRequest. Taken
+            # here, on the CPU, before the model moves: it serves from host memory on any device (one
+            # text is a few microseconds of numpy, less than a copy to a GPU and back)
             self.one_request = self.word_rows or getattr(self.model, "one_request", lambda folded: None)(self.folded)
+        self.to(current().device if device is None else device)
+
+    def to(self, device: str | torch.device) -> SavedStudent:
+        """Serve on `device` (checked as runtime.device is: auto, cpu, cuda, cuda:N or mps), in fp32."""
+        self.runtime = Runtime.resolve(str(device))
+        self.model.to(self.runtime.device)
+        if self.folded is not None:  # the batched bag path's folded table
+            self.folded = tuple(tensor.to(self.runtime.device) for tensor in self.folded)
+        return self
 
     def _bag_reader(self) -> tuple[Callable, Callable]:
         """(texts -> each text's tokens, those tokens laid end to end -> student ids as an int64 array)."""
@@ -128,16 +149,19 @@ class SavedStudent:
         return tuple(bags)
 
     def logits(self, inputs: tuple) -> torch.Tensor:
-        """Logits for encode_batch's inputs."""
+        """Logits for encode_batch's inputs, on the CPU: the batch copied to the device once, and its
+        logits back once."""
         if len(inputs) == 1 and self.one_request is not None:  # one request, in numpy (encode_batch)
             return torch.from_numpy(self.one_request(inputs[0]))
-        return self._model_logits(inputs)
+        return fetch(self._model_logits(self.runtime.put(inputs)))
 
     @torch.inference_mode()
     def _model_logits(self, inputs: tuple[torch.Tensor, ...]) -> torch.Tensor:
         if not self.bags:
             return self.model(*inputs)["logits"]
-        if inputs[1].shape[0] == 1:  # one request: too small for torch to split, and switching threads costs ~10 us
+        # one request: too small for torch to split, and switching threads costs ~10 us; on a GPU the
+        # CPU's threads do not run the model
+        if inputs[1].shape[0] == 1 or self.runtime.on_gpu:
             return self._bag_logits(inputs)
         # A bag student's forward is a gather and two small products (~0.2 ms for 32 sentences):
         # spread over threads it costs more than it saves, waking them and taking the cores from the
@@ -154,7 +178,7 @@ class SavedStudent:
     @torch.inference_mode()
     def predict(self, text: str) -> str:
         ids, context = self._encode(text)
-        logits = self.model(*model_inputs([ids]))["logits"][0]
+        logits = fetch(self.model(*self.runtime.put(model_inputs([ids])))["logits"][0])
         return self.task.decode(logits, context, self.labels)
 
 

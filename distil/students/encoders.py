@@ -39,6 +39,14 @@ class BiLSTMEncoder(nn.Module):
             self._one_way = tuple(nn.LSTM(embedding_dim if layer == 0 else 2 * hidden_size, hidden_size,
                                           batch_first=True) for layer in range(num_layers))
 
+    def _apply(self, fn, recurse: bool = True):
+        """nn.Module's walk behind .to() / .cuda() / .half() does not see the tuple of one-way LSTMs:
+        move them with the rest (their own weights are never read, but the LSTM kernel checks them)."""
+        super()._apply(fn, recurse)
+        for one_way in self._one_way:
+            one_way._apply(fn, recurse)
+        return self
+
     def forward(self, ids: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(states [B, T, 2H] with zeros at padding, last states [B, 2H]: forward end + backward start)."""
         embedded = self.dropout(self.embedding(ids))

@@ -32,7 +32,8 @@ KEY_VERSION = 2  # bump when what a key covers changes: every cell then runs aga
 # Settings that change where a run writes and how fast it goes, not what a table reports
 # (threads may move a sum's last float digits, never a table's number): two tables' runs that
 # differ only in these are one cell.
-NOT_RESULT = {"paths": None, "hydra": None, "trainer": ("threads", "speed_examples", "checkpoint_every_seconds")}
+NOT_RESULT = {"paths": None, "hydra": None, "trainer": ("threads", "speed_examples", "checkpoint_every_seconds"),
+              "runtime": ("device",)}  # one recipe on any device (make gpu-check holds them equal)
 KEY_LENGTH = 16
 # Every table cell fine-tunes its teacher with the recipe of the recorded cells: min_steps always holds
 # (the default job stops earlier, conf/config.yaml). At its schema default, it leaves every key as it was.
@@ -109,6 +110,8 @@ def _result_config(overrides: tuple[str, ...], config_dirs: str | None) -> dict:
         else:
             for key in keys:
                 config.get(group, {}).pop(key, None)
+    if config.get("runtime") == {}:  # only a device was set: the same cell as on the default device
+        del config["runtime"]
     return config
 
 

@@ -46,6 +46,7 @@ import torch
 from safetensors.torch import save_file
 
 from distil.common.progress import progress_bar
+from distil.common.runtime import current, fetch
 from distil.config.schema import TeacherConfig
 from distil.data.prepared import PreparedSplit
 from distil.data.split import TaskData
@@ -53,7 +54,7 @@ from distil.errors import DistilError
 from distil.store.artifacts import Artifact, ArtifactStore, file_problem
 from distil.tasks import Task
 from distil.teacher.finetune import lr_setting
-from distil.teacher.inference import teacher_batches
+from distil.teacher.inference import pick, teacher_batches
 
 log = logging.getLogger(__name__)
 
@@ -71,11 +72,15 @@ def ensure_targets(cfg: TeacherConfig, teacher: Artifact, task: Task, data: Task
     apart = apart and layer is not None
     data_key = data.fingerprint(*data.splits)  # hashing every row: once
 
+    # the precision of the forward that fills the cache (the active runtime's cache_precision, which also
+    # computes it): fp32, or fp16 under fp16, in the key only when fp16 (fp32 keys as before runtimes)
+    forward = current().cache_precision
+
     def spec(hidden_layer: int | None, hidden_apart: bool) -> dict:
         # `apart` is in the key: a joint and a per-sentence cache never stand in for each other
         return {"teacher": teacher.key, "data": data_key, "max_length": cfg.max_length,
                 "layer": hidden_layer, "apart": hidden_apart, "dtype": "float16", "shard_size": cfg.shard_size,
-                "layout": LAYOUT_VERSION}
+                "layout": LAYOUT_VERSION, **({"forward": forward} if forward != "fp32" else {})}
 
     if layer is None:
         # Logits are the same bytes in a cache that also holds a hidden layer, joint or apart: reuse it.
@@ -214,13 +219,14 @@ def compute_shard(model, task: Task, split: PreparedSplit, rows: np.ndarray, pad
         positions = [task.hidden_positions(split, int(row)) for row in rows]
         hidden_offsets = _offsets(np.asarray([len(p) for p in positions], dtype=np.int64))
         tensors["hidden"] = torch.empty((int(hidden_offsets[-1]), model.config.hidden_size), dtype=torch.float16)
-    for batch, out in teacher_batches(model, split.ids, rows, pad_id, batch_size, joint_layer is not None, progress):
+    for batch, logits, states in teacher_batches(model, split.ids, rows, pad_id, batch_size, joint_layer, progress):
+        picked = None if states is None else pick(states, [positions[local] for local in batch])
         for k, local in enumerate(batch):
             first, last = logit_offsets[local], logit_offsets[local + 1]
-            tensors["logits"][first:last] = out.logits[k, : lengths[local]] if task.per_token else out.logits[k]
-            if joint_layer is not None:
+            tensors["logits"][first:last] = logits[k, : lengths[local]] if task.per_token else logits[k]
+            if picked is not None:
                 first, last = hidden_offsets[local], hidden_offsets[local + 1]
-                tensors["hidden"][first:last] = out.hidden_states[joint_layer][k, torch.from_numpy(positions[local])]
+                tensors["hidden"][first:last] = picked[k]
     if apart:
         tensors["hidden"] = sentence_vectors(model, split, rows, pad_id, batch_size, layer, progress)
     if task.per_token:  # one row per example otherwise: no offsets needed
@@ -250,8 +256,8 @@ def sentence_vectors(model, split: PreparedSplit, rows: np.ndarray, pad_id: int,
     sentence x); the joined pair's [CLS] mixes both and matches neither."""
     vectors = torch.empty((len(rows), 2, model.config.hidden_size), dtype=torch.float16)
     for side, sentences in enumerate((split.pair.first, split.pair.second)):
-        for batch, out in teacher_batches(model, sentences, rows, pad_id, batch_size, True, progress):
-            vectors[torch.from_numpy(batch), side] = out.hidden_states[layer][:, CLS].to(vectors.dtype)
+        for batch, _, states in teacher_batches(model, sentences, rows, pad_id, batch_size, layer, progress):
+            vectors[torch.from_numpy(batch), side] = fetch(states[:, CLS]).to(vectors.dtype)
     return vectors
 
 

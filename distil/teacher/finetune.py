@@ -38,6 +38,7 @@ import numpy as np
 import torch
 from transformers import get_linear_schedule_with_warmup
 
+from distil.common.runtime import current
 from distil.config.schema import FineTuneConfig, TeacherConfig
 from distil.data.batching import shuffled_batches
 from distil.data.prepared import PreparedSplit
@@ -62,6 +63,9 @@ KEEPS_OLD_KEYS = {("min_steps_while", "always")}
 
 
 def teacher_spec(cfg: TeacherConfig, data: TaskData, seed: int) -> dict:
+    """The fine-tuned teacher's key. The precision of its training (the active runtime's, which also
+    trains it) is in it only when not fp32: fp32 keys are those from before runtimes; the device never is."""
+    precision = current().precision
     return {
         "source": source_identity(cfg),
         "data": data.fingerprint("labeled", "dev"),
@@ -69,6 +73,7 @@ def teacher_spec(cfg: TeacherConfig, data: TaskData, seed: int) -> dict:
         "max_length": cfg.max_length,
         "finetune": {k: v for k, v in dict(cfg.finetune).items() if (k, v) not in KEEPS_OLD_KEYS},
         "selected_on": data.task.metric,  # the dataset's metric picks the best dev epoch
+        **({"precision": precision} if precision != "fp32" else {}),
     }
 
 
@@ -255,6 +260,7 @@ def _train_once(model, task: Task, prepared: dict[str, PreparedSplit], pad_id: i
     """One fine-tuning at learning rate `lr`; the model ends at its best dev evaluation."""
     hp, train, dev = cfg.finetune, prepared["labeled"], prepared["dev"]
     rng = np.random.default_rng(seed)
+    runtime = current()
 
     step = [0]  # the optimiser step the next batch makes, 1-based over the whole budget
 
@@ -265,8 +271,10 @@ def _train_once(model, task: Task, prepared: dict[str, PreparedSplit], pad_id: i
     def loss_fn(rows: np.ndarray):
         step[0] += 1
         ids, mask = train.ids.pad(rows, pad_id)
-        logits = model(input_ids=ids, attention_mask=mask).logits
-        loss = task.teacher_loss(logits, task.batch_labels(train, rows, ids.shape[1]))
+        labels = task.batch_labels(train, rows, ids.shape[1])
+        ids, mask, labels = runtime.put((ids, mask, labels))  # the batch's one copy to the device
+        logits = model(input_ids=ids, attention_mask=mask).logits  # under fit's autocast
+        loss = task.teacher_loss(logits.float(), labels)  # the loss in fp32 whatever the forward's precision
         if not torch.isfinite(loss):  # never train on, select or cache a diverged teacher
             raise diverged(f"loss {loss.item():g}")
         return loss
@@ -371,7 +379,7 @@ def _load_grid(out: Path) -> dict:
     """An lr_grid's progress: each finished rate's result, and the best weights among them."""
     if (out / GRID).is_file():
         try:
-            grid = torch.load(out / GRID, weights_only=True)  # never unpickles code
+            grid = torch.load(out / GRID, weights_only=True, map_location="cpu")  # never unpickles code
         except pickle.UnpicklingError as error:
             first_line = str(error).strip().splitlines()[0]
             raise DistilError(f"{out / GRID} is not a plain weights checkpoint ({first_line}); "

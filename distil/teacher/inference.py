@@ -3,24 +3,51 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import NamedTuple
 
 import numpy as np
 import torch
 
+from distil.common.runtime import current, fetch
 from distil.data.batching import length_sorted_batches
 from distil.data.prepared import PreparedSplit
 from distil.data.ragged import Ragged
 from distil.tasks import Task
 
 
-def teacher_batches(model, ids: Ragged, rows: np.ndarray, pad_id: int, batch_size: int, hidden: bool,
-                    progress=None) -> Iterator[tuple[np.ndarray, object]]:
-    """(positions in `rows`, the model's output) for length-sorted batches of the sequences
-    `ids[rows]`, with every layer's hidden states when `hidden`. Call under inference mode."""
+class TeacherBatch(NamedTuple):
+    """One batch's outputs: the batch's positions in `rows`, its logits [B, T?, C] on the CPU in float32
+    whatever precision the teacher ran in, and, when asked for, one hidden layer [B, T, H] still on the
+    device (`pick` brings back only the positions kept)."""
+
+    rows: np.ndarray
+    logits: torch.Tensor
+    hidden: torch.Tensor | None
+
+
+def pick(states: torch.Tensor, positions: list[np.ndarray]) -> list[torch.Tensor]:
+    """Example k's `positions[k]` rows of a batch's hidden layer [B, T, H], on the CPU in float32: one
+    gather on the device and one copy back for the whole batch, not the whole layer nor a copy per example."""
+    counts = [len(p) for p in positions]
+    rows = torch.repeat_interleave(torch.arange(len(positions)), torch.tensor(counts, dtype=torch.long))
+    columns = torch.from_numpy(np.concatenate(positions).astype(np.int64)) if positions else rows
+    picked = fetch(states[rows.to(states.device), columns.to(states.device)])
+    return list(torch.split(picked, counts))
+
+
+def teacher_batches(model, ids: Ragged, rows: np.ndarray, pad_id: int, batch_size: int, layer: int | None = None,
+                    progress=None) -> Iterator[TeacherBatch]:
+    """The outputs of length-sorted batches of the sequences `ids[rows]`, with hidden layer `layer`
+    when given. Each batch goes to the device once and its outputs come back once (one host sync a
+    batch, never one an example), computed in the run's cache precision (fp32, or fp16 under fp16:
+    these outputs are kept, and bf16 would lose bits the fp16 cache holds). Call under inference mode."""
+    runtime = current()
     lengths = ids.lengths()[rows]
     for batch in length_sorted_batches(lengths, batch_size):
-        tokens, mask = ids.pad(rows[batch], pad_id)
-        yield batch, model(input_ids=tokens, attention_mask=mask, output_hidden_states=hidden)
+        tokens, mask = runtime.put(ids.pad(rows[batch], pad_id))
+        with runtime.autocast(runtime.cache_precision):
+            out = model(input_ids=tokens, attention_mask=mask, output_hidden_states=layer is not None)
+        yield TeacherBatch(batch, fetch(out.logits), out.hidden_states[layer] if layer is not None else None)
         if progress is not None:
             progress(len(batch))
 
@@ -36,14 +63,14 @@ def run_teacher(model, task: Task, split: PreparedSplit, rows: np.ndarray, pad_i
     lengths = split.ids.lengths()[rows]
     logits: list[torch.Tensor | None] = [None] * len(rows)
     hidden: list[torch.Tensor | None] = [None] * len(rows)
-    for batch, out in teacher_batches(model, split.ids, rows, pad_id, batch_size, layer is not None, progress):
-        states = out.hidden_states[layer] if layer is not None else None
+    for batch, batch_logits, states in teacher_batches(model, split.ids, rows, pad_id, batch_size, layer, progress):
+        picked = None if states is None else pick(states, [task.hidden_positions(split, int(rows[local]))
+                                                           for local in batch])
         for k, local in enumerate(batch):
             length = int(lengths[local])
-            logits[local] = (out.logits[k, :length] if task.per_token else out.logits[k]).float()
-            if states is not None:
-                positions = torch.from_numpy(task.hidden_positions(split, int(rows[local])))
-                hidden[local] = states[k, positions].float()
+            logits[local] = batch_logits[k, :length] if task.per_token else batch_logits[k]
+            if picked is not None:
+                hidden[local] = picked[k]
     return logits, (hidden if layer is not None else None)
 
 

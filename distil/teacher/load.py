@@ -11,6 +11,7 @@ from typing import Any
 import torch
 from transformers import AutoConfig, AutoModel, AutoTokenizer, BertConfig, BertModel, BertTokenizer
 
+from distil.common.runtime import current
 from distil.config.schema import TeacherConfig
 from distil.errors import DistilError
 from distil.tasks import Task
@@ -115,10 +116,10 @@ def load_pretrained(cfg: TeacherConfig, task: Task, label_names: list[str], seed
         if cfg.random_init is None:
             raise DistilError(f"teacher '{cfg.name}': name_or_path=random needs a random_init block")
         config = BertConfig(vocab_size=len(TINY_VOCAB), **head, **cfg.random_init)
-        return task.teacher_class.from_config(config), tokenizer
+        return task.teacher_class.from_config(config).to(current().device), tokenizer
     model = _from_source(cfg, hub_offline, lambda source, local_only: task.teacher_class.from_pretrained(
         source, local_files_only=local_only, **head))
-    return model, tokenizer
+    return model.to(current().device), tokenizer  # the head drawn on the CPU: the same on any device
 
 
 def load_encoder(cfg: TeacherConfig, hub_offline: bool, seed: int = 0):
@@ -126,9 +127,9 @@ def load_encoder(cfg: TeacherConfig, hub_offline: bool, seed: int = 0):
     `random` (tests): a random BERT of random_init's size, seeded."""
     if cfg.name_or_path == "random":
         torch.manual_seed(seed)
-        return BertModel(BertConfig(vocab_size=len(TINY_VOCAB), **cfg.random_init)).eval()
+        return BertModel(BertConfig(vocab_size=len(TINY_VOCAB), **cfg.random_init)).to(current().device).eval()
     return _from_source(cfg, hub_offline, lambda source, local_only: AutoModel.from_pretrained(
-        source, local_files_only=local_only)).eval()
+        source, local_files_only=local_only)).to(current().device).eval()
 
 
 def _from_source(cfg: TeacherConfig, hub_offline: bool, load):
@@ -150,4 +151,4 @@ def load_finetuned(path: Path, task: Task):
     """(model, tokenizer) from a fine-tuned teacher artifact directory."""
     model = task.teacher_class.from_pretrained(path, local_files_only=True)
     tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
-    return model.eval(), tokenizer
+    return model.to(current().device).eval(), tokenizer

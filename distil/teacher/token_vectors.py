@@ -12,6 +12,7 @@ import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from distil.common.progress import progress_bar
+from distil.common.runtime import current, fetch
 
 BATCH = 1024  # three tokens each: a batch is a few MB of activations
 
@@ -28,13 +29,15 @@ def token_output_vectors(model: PreTrainedModel, tokenizer: PreTrainedTokenizerB
     sequences = torch.cat([torch.full_like(column, first), column, torch.full_like(column, last)], dim=1)
     was_training = encoder.training
     encoder.eval()
+    runtime = current()
     chunks = []
     with progress_bar() as progress:
         task = progress.add_task("teacher vectors of the student's wordpieces", total=len(ids), status="")
         for start in range(0, len(ids), batch_size):
-            batch = sequences[start:start + batch_size]
-            states = encoder(input_ids=batch, attention_mask=torch.ones_like(batch)).last_hidden_state
-            chunks.append(states.float().mean(dim=1))
+            batch = runtime.put(sequences[start:start + batch_size])
+            with runtime.autocast(runtime.cache_precision):  # kept, as the cached targets are: never bf16
+                states = encoder(input_ids=batch, attention_mask=torch.ones_like(batch)).last_hidden_state
+            chunks.append(fetch(states.float().mean(dim=1)))
             progress.update(task, advance=len(batch))
     encoder.train(was_training)
     return torch.cat(chunks) if chunks else torch.zeros(0, model.config.hidden_size)

@@ -43,7 +43,9 @@ class Checkpoint:
     def load(self) -> dict | None:
         if not self.path.is_file():
             return None
-        return torch.load(self.path, weights_only=True)
+        # on the CPU whatever device wrote it: the caller moves what it restores (a GPU checkpoint
+        # resumes on the CPU and the other way round)
+        return torch.load(self.path, weights_only=True, map_location="cpu")
 
     def due(self) -> bool:
         return time.monotonic() - self._last_save >= self.every_seconds
@@ -71,14 +73,30 @@ def plain(value: Any) -> Any:
     return value
 
 
-def rng_states(rng: np.random.Generator) -> dict:
-    """Every random state training reads: torch's (dropout, word dropout, init) and the schedule's batches."""
-    return {"torch_rng": torch.get_rng_state(), "numpy_rng": rng.bit_generator.state}
+def rng_states(rng: np.random.Generator | None = None) -> dict:
+    """Every random state training reads: torch's on the CPU and on every CUDA GPU (dropout, word
+    dropout, init) and the schedule's batches (`rng`)."""
+    states = {"torch_rng": torch.get_rng_state(), "cuda_rng": cuda_rng_states()}
+    if rng is not None:
+        states["numpy_rng"] = rng.bit_generator.state
+    return states
 
 
-def restore_rng_states(state: dict, rng: np.random.Generator) -> None:
-    torch.set_rng_state(state["torch_rng"])
-    rng.bit_generator.state = state["numpy_rng"]
+def restore_rng_states(state: dict, rng: np.random.Generator | None = None) -> None:
+    """As `rng_states` saved them. A checkpoint from a GPU resumes on the CPU (its CUDA states have
+    nowhere to go, and the CPU run draws nothing from them) and one from the CPU on a GPU (the GPU
+    keeps its seeded state): the CPU generator and the batches' order are what both share."""
+    torch.set_rng_state(state["torch_rng"].cpu())
+    cuda = state.get("cuda_rng") or []
+    if cuda and torch.cuda.is_available() and len(cuda) == torch.cuda.device_count():
+        torch.cuda.set_rng_state_all([s.cpu() for s in cuda])
+    if rng is not None and state.get("numpy_rng") is not None:
+        rng.bit_generator.state = state["numpy_rng"]
+
+
+def cuda_rng_states() -> list[torch.Tensor]:
+    """The CUDA generators' states, one per GPU (none on a machine without CUDA)."""
+    return torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []
 
 
 class ScheduleCheckpoint:

@@ -17,6 +17,8 @@ import numpy as np
 import torch
 
 from distil.common.progress import progress_bar
+from distil.common.runtime import current
+from distil.training.checkpoint import restore_rng_states, rng_states
 
 log = logging.getLogger(__name__)
 
@@ -79,9 +81,11 @@ def fit(
     weights; the best weights so far are restored and `FitResult.nonfinite` says where it was.
     """
     start = time.perf_counter()
+    runtime = current()  # the device the model is on, and the precision of its forward passes
+    scaler = runtime.grad_scaler()
     state = checkpoint.load() if checkpoint is not None else None
     if state is not None:
-        _restore(state, model, optimizer, scheduler, rng)
+        _restore(state, model, optimizer, scheduler, rng, scaler)
         log.info("resuming %s after epoch %d from %s", description, state["epoch"], checkpoint)
         best_dev, best_epoch, best_state = state["best_dev"], state["best_epoch"], state["best_state"]
         history, first_epoch, stopped = state["history"], state["epoch"] + 1, state["stopped"]
@@ -108,14 +112,15 @@ def fit(
             model.train()
             running, seen = 0.0, 0
             for number, batch in enumerate(epoch_batches, 1):
-                loss = loss_fn(batch)
+                with runtime.autocast():
+                    loss = loss_fn(batch)
                 value = loss.item()
                 if not math.isfinite(value):  # stop before it reaches the weights
                     nonfinite = f"epoch {epoch}, batch {number}"
                     log.warning("%s: training loss is %s at epoch %d, batch %d: stopping, keeping the best "
                                 "weights so far (epoch %d)", description, value, epoch, number, best_epoch)
                     break
-                optimiser_step(loss, optimizer, trainable, grad_clip, scheduler)
+                optimiser_step(loss, optimizer, trainable, grad_clip, scheduler, scaler)
                 running, seen, steps = running + value, seen + 1, steps + 1
                 progress.update(task, advance=1, status=f"loss {running / seen:.4f}")
             if nonfinite:
@@ -139,7 +144,7 @@ def fit(
                 checkpoint.save({
                     "epoch": epoch, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
                     "scheduler": scheduler.state_dict() if scheduler is not None else None,
-                    "torch_rng": torch.get_rng_state(), "numpy_rng": rng.bit_generator.state if rng else None,
+                    "scaler": scaler.state_dict() if scaler.is_enabled() else None, **rng_states(rng),
                     "best_dev": best_dev, "best_epoch": best_epoch, "best_state": best_state,
                     "history": history, "stopped": stopped, "steps": steps})
             if stopped:
@@ -153,28 +158,40 @@ def fit(
 
 def optimiser_step(loss: torch.Tensor, optimizer: torch.optim.Optimizer, params: Sequence[torch.nn.Parameter],
                    grad_clip: float | None = None,
-                   scheduler: torch.optim.lr_scheduler.LRScheduler | None = None) -> None:
+                   scheduler: torch.optim.lr_scheduler.LRScheduler | None = None,
+                   scaler: torch.amp.GradScaler | None = None) -> None:
     """One optimiser step, the same everywhere (`fit`, and the pre-training loops, which cannot use
     `fit`: see distil/pretrain/mlm.py and sra.py): gradients from `loss`, clipped to `grad_clip` in
-    total norm over `params`, then the optimiser's and the scheduler's step."""
+    total norm over `params`, then the optimiser's and the scheduler's step. With an enabled `scaler`
+    (fp16, Runtime.grad_scaler) the loss is scaled before backward and the gradients unscaled before
+    clipping; a step whose gradients overflowed is skipped, and the scale lowered."""
     optimizer.zero_grad(set_to_none=True)
-    loss.backward()
-    if grad_clip:
-        torch.nn.utils.clip_grad_norm_(params, grad_clip)
-    optimizer.step()
+    if scaler is None or not scaler.is_enabled():
+        loss.backward()
+        if grad_clip:
+            torch.nn.utils.clip_grad_norm_(params, grad_clip)
+        optimizer.step()
+    else:
+        scaler.scale(loss).backward()
+        if grad_clip:
+            scaler.unscale_(optimizer)
+            torch.nn.utils.clip_grad_norm_(params, grad_clip)
+        scaler.step(optimizer)
+        scaler.update()
     if scheduler is not None:
         scheduler.step()
 
 
 def _restore(state: dict, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
-             scheduler: torch.optim.lr_scheduler.LRScheduler | None, rng: np.random.Generator | None) -> None:
-    model.load_state_dict(state["model"])
-    optimizer.load_state_dict(state["optimizer"])
+             scheduler: torch.optim.lr_scheduler.LRScheduler | None, rng: np.random.Generator | None,
+             scaler: torch.amp.GradScaler) -> None:
+    model.load_state_dict(state["model"])  # onto the model's own device, wherever the checkpoint was written
+    optimizer.load_state_dict(state["optimizer"])  # torch moves its state to its parameters' device
     if scheduler is not None:
         scheduler.load_state_dict(state["scheduler"])
-    torch.set_rng_state(state["torch_rng"])
-    if rng is not None:
-        rng.bit_generator.state = state["numpy_rng"]
+    if scaler.is_enabled() and state.get("scaler"):
+        scaler.load_state_dict(state["scaler"])
+    restore_rng_states(state, rng)
 
 
 def _snapshot(model: torch.nn.Module) -> dict[str, torch.Tensor]:
