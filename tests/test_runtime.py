@@ -215,10 +215,16 @@ def test_a_checkpoint_written_on_a_gpu_restores_its_cpu_state_here(tmp_path):
     assert torch.equal(torch.rand(3), expected[0]) and (rng.integers(0, 100, 3) == expected[1]).all()
 
 
-def test_fp32_on_a_gpu_turns_tf32_off(monkeypatch):
+def test_fp32_on_a_gpu_turns_tf32_off():
     """cuDNN's LSTMs round fp32 to TF32 by default: a GPU fp32 run would then differ from the CPU's."""
     cudnn = torch.backends.cudnn
-    for backend in (cudnn.rnn, cudnn.conv):
-        monkeypatch.setattr(backend, "fp32_precision", "tf32")
-    with use(Runtime(torch.device("cuda"), "fp32")):  # built directly: this machine may have no GPU
-        assert cudnn.rnn.fp32_precision == cudnn.conv.fp32_precision == "ieee"
+    backends = (cudnn.rnn, cudnn.conv)
+    before = [backend.fp32_precision for backend in backends]
+    try:
+        for backend in backends:
+            backend.fp32_precision = "tf32"
+        with use(Runtime(torch.device("cuda"), "fp32")):  # built directly: this machine may have no GPU
+            assert cudnn.rnn.fp32_precision == cudnn.conv.fp32_precision == "ieee"
+    finally:  # torch's settings objects are not plain attributes: set back by hand
+        for backend, value in zip(backends, before, strict=True):
+            backend.fp32_precision = value
