@@ -30,11 +30,8 @@ from __future__ import annotations
 
 import argparse
 import copy
-import datetime
-import importlib.metadata
 import json
 import os
-import platform
 import shutil
 import statistics
 import subprocess
@@ -369,20 +366,15 @@ def table(results: dict, errors: dict[str, str], header: dict) -> str:
 
 
 def describe(args: argparse.Namespace, teacher_what: str | None) -> dict:
+    """The table's header: the GPU and torch, then what every recorded measurement says of itself
+    (distil.common.provenance: the command, the machine, the code version and the time)."""
     import torch
 
-    device = torch.device(args.device)
-    try:
-        version = importlib.metadata.version("distil")
-    except importlib.metadata.PackageNotFoundError:
-        version = "?"
+    from distil.common.provenance import provenance
 
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
-    header = {"device": f"{torch.cuda.get_device_name(device)} ({args.device})",
-              "torch": f"{torch.__version__} (CUDA {torch.version.cuda})",
-              "date": datetime.date.today().isoformat(),
-              "distil": version + (f" (commit {commit})" if commit else ""),
-              "host": f"{platform.node()}, {os.cpu_count()} CPU cores"}
+    record = provenance(["python", "scripts/gpu_check.py", *sys.argv[1:]])
+    header = {"device": f"{torch.cuda.get_device_name(torch.device(args.device))} ({args.device})",
+              "torch": f"{torch.__version__} (CUDA {torch.version.cuda})", **record}
     if teacher_what:
         header["teacher"] = teacher_what
     return header

@@ -106,6 +106,13 @@ class Runtime:
         return f"{device_name(self.device)} ({self.device}), {self.precision}"
 
 
+def precision_key(precision: str, name: str = "precision") -> dict:
+    """An artifact key's entry for the precision it was made in: nothing for fp32, so every fp32 key is
+    the one from before precisions (and still finds what was built then); {name: precision} otherwise.
+    The one rule for every key (teacher, cached targets, pre-trained students); the device is never in one."""
+    return {} if precision == "fp32" else {name: precision}
+
+
 def fetch(value: Any) -> Any:
     """`value` back on the CPU, as float32 where it was computed in a lower precision: one copy per
     batch (then sliced per example on the host), never one per example."""

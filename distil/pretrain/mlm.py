@@ -33,7 +33,7 @@ from safetensors.torch import save_file
 from transformers import BertConfig, BertForMaskedLM, BertForPreTraining, get_linear_schedule_with_warmup
 
 from distil.common.progress import progress_bar
-from distil.common.runtime import current, fetch
+from distil.common.runtime import current, fetch, precision_key
 from distil.config.schema import PretrainConfig, as_plain_dict
 from distil.errors import DistilError, check_choice
 from distil.pretrain.corpus import ExampleSampler, lines_digest, read_lines, tokenize, unigram_loss
@@ -103,12 +103,9 @@ def pretrain_spec(cfg: PretrainConfig, layers: int, hidden: int, tokenizer_ident
     settings = {key: value for key, value in as_plain_dict(cfg).items()
                 if key not in ("name", "description", "corpus", "max_sentences", "checkpoint_every_seconds")
                 and not (key in REPORT_ONLY and value == getattr(defaults, key))}
-    spec = {"layers": layers, "hidden": hidden, "tokenizer": tokenizer_identity, "corpus": digest,
-            "settings": settings, "seed": seed, "layout": LAYOUT_VERSION}
-    precision = precision or current().precision
-    if precision != "fp32":
-        spec["precision"] = precision
-    return spec
+    return {"layers": layers, "hidden": hidden, "tokenizer": tokenizer_identity, "corpus": digest,
+            "settings": settings, "seed": seed, "layout": LAYOUT_VERSION,
+            **precision_key(precision or current().precision)}
 
 
 def ensure_pretrained(cfg: PretrainConfig, layers: int, hidden: int, tokenizer, tokenizer_identity: dict,
@@ -185,8 +182,8 @@ def pretrain(cfg: PretrainConfig, layers: int, hidden: int, tokenizer, lines: li
             with runtime.autocast():
                 mlm_loss, nsp_loss = losses(model, batch, nsp)
                 loss = mlm_loss + (nsp_loss if nsp_loss is not None else 0.0)
-            values = host_values(mlm_loss) if nsp_loss is None else host_values(mlm_loss, nsp_loss)
-            mlm_value, nsp_value = values[0], sum(values[1:], 0.0)
+            no_nsp = torch.zeros_like(mlm_loss)
+            mlm_value, nsp_value = host_values(mlm_loss, nsp_loss if nsp_loss is not None else no_nsp)
             if not math.isfinite(mlm_value + nsp_value):  # stop before it reaches the weights
                 raise DistilError(f"pre-training diverged at step {step + 1} (loss {mlm_value + nsp_value}); "
                                   f"lower pretrain.lr (now {cfg.lr:g})")

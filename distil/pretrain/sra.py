@@ -44,7 +44,7 @@ from omegaconf import OmegaConf
 from safetensors.torch import load_file, save_file
 
 from distil.common.progress import progress_bar
-from distil.common.runtime import current, fetch
+from distil.common.runtime import current, fetch, precision_key
 from distil.config.schema import as_plain_dict
 from distil.data.batching import length_bucketed_batches, pad, shuffled_batches
 from distil.errors import DistilError, check_choice
@@ -123,23 +123,15 @@ def agnostic_spec(cfg, teacher_identity: dict, student_cfg, digest: str, sentenc
     if cfg.steps is not None:
         settings.pop("epochs")  # unused: the update count is the budget
     student = {k: student_cfg[k] for k in ("embedding_dim", "hidden_size", "num_layers", "dropout", "embedding_init")}
-    spec = {"teacher": teacher_identity, "corpus": digest, "student": student, "sentence_size": sentence_size,
-            "settings": settings, "layout": LAYOUT_VERSION}
-    precision = precision or current().precision
-    if precision != "fp32":
-        spec["precision"] = precision
-    return spec
+    return {"teacher": teacher_identity, "corpus": digest, "student": student, "sentence_size": sentence_size,
+            "settings": settings, "layout": LAYOUT_VERSION, **precision_key(precision or current().precision)}
 
 
 def vectors_spec(cfg, teacher_identity: dict, every: list[str]) -> dict:
     """The shared teacher vectors' key, by the active runtime's cache_precision: fp32's (the key from
     before precisions) under fp32 and bf16, which compute them alike, and its own under fp16."""
-    spec = {"teacher": teacher_identity, "pooling": cfg.pooling, "max_length": cfg.max_length,
-            "corpus": lines_digest(every), "layout": VECTORS_LAYOUT}
-    precision = current().cache_precision
-    if precision != "fp32":
-        spec["precision"] = precision
-    return spec
+    return {"teacher": teacher_identity, "pooling": cfg.pooling, "max_length": cfg.max_length,
+            "corpus": lines_digest(every), "layout": VECTORS_LAYOUT, **precision_key(current().cache_precision)}
 
 
 def corpus_split(cfg, data_dir: str) -> tuple[list[str], list[str], list[str] | None]:
@@ -215,7 +207,7 @@ def corpus_vectors(cfg, load_encoder, tokenizer, lines: list[str], out: Path) ->
             if not piece.is_file():
                 ids = tokenizer(lines[start:start + VECTORS_CHUNK], truncation=True,
                                 max_length=cfg.max_length)["input_ids"]
-                encoder = encoder or load_encoder().to(current().device)
+                encoder = encoder or load_encoder()  # on the runtime's device (teacher.load.load_encoder)
                 vectors = sentence_vectors(encoder, ids, tokenizer.pad_token_id, cfg.pooling,
                                            progress=lambda n: progress.advance(bar, n))
                 partial = piece.with_suffix(".partial")
@@ -253,7 +245,7 @@ def distil_agnostic(cfg, load_encoder, tokenizer, student_cfg, initial_rows, lin
         if vectors_path.is_file():
             every = load_file(vectors_path)["vectors"]
         else:
-            encoder = load_encoder().to(current().device)
+            encoder = load_encoder()
             with progress_bar() as progress:
                 bar = progress.add_task(f"teacher sentence vectors ({cfg.pooling})", total=len(ids), status="")
                 every = sentence_vectors(encoder, ids, pad_id, cfg.pooling,

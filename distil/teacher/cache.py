@@ -46,7 +46,7 @@ import torch
 from safetensors.torch import save_file
 
 from distil.common.progress import progress_bar
-from distil.common.runtime import current, fetch
+from distil.common.runtime import current, fetch, precision_key
 from distil.config.schema import TeacherConfig
 from distil.data.prepared import PreparedSplit
 from distil.data.split import TaskData
@@ -80,7 +80,7 @@ def ensure_targets(cfg: TeacherConfig, teacher: Artifact, task: Task, data: Task
         # `apart` is in the key: a joint and a per-sentence cache never stand in for each other
         return {"teacher": teacher.key, "data": data_key, "max_length": cfg.max_length,
                 "layer": hidden_layer, "apart": hidden_apart, "dtype": "float16", "shard_size": cfg.shard_size,
-                "layout": LAYOUT_VERSION, **({"forward": forward} if forward != "fp32" else {})}
+                "layout": LAYOUT_VERSION, **precision_key(forward, "forward")}
 
     if layer is None:
         # Logits are the same bytes in a cache that also holds a hidden layer, joint or apart: reuse it.

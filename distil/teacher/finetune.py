@@ -38,7 +38,7 @@ import numpy as np
 import torch
 from transformers import get_linear_schedule_with_warmup
 
-from distil.common.runtime import current
+from distil.common.runtime import current, precision_key
 from distil.config.schema import FineTuneConfig, TeacherConfig
 from distil.data.batching import shuffled_batches
 from distil.data.prepared import PreparedSplit
@@ -65,7 +65,6 @@ KEEPS_OLD_KEYS = {("min_steps_while", "always")}
 def teacher_spec(cfg: TeacherConfig, data: TaskData, seed: int) -> dict:
     """The fine-tuned teacher's key. The precision of its training (the active runtime's, which also
     trains it) is in it only when not fp32: fp32 keys are those from before runtimes; the device never is."""
-    precision = current().precision
     return {
         "source": source_identity(cfg),
         "data": data.fingerprint("labeled", "dev"),
@@ -73,7 +72,7 @@ def teacher_spec(cfg: TeacherConfig, data: TaskData, seed: int) -> dict:
         "max_length": cfg.max_length,
         "finetune": {k: v for k, v in dict(cfg.finetune).items() if (k, v) not in KEEPS_OLD_KEYS},
         "selected_on": data.task.metric,  # the dataset's metric picks the best dev epoch
-        **({"precision": precision} if precision != "fp32" else {}),
+        **precision_key(current().precision),
     }
 
 
