@@ -109,3 +109,15 @@ def test_tang_has_a_logits_on_labels_only_row_that_differs_from_labels_only_in_t
     teacher = preset.row("Teacher (BERT Large; MiniLM at cpu)")
     assert teacher.overrides_for("cpu") == preset.row(LABELS_ONLY).overrides_for("cpu")
     assert LOGITS_ONLY in preset.notes and "Hyperparameters" in preset.notes
+
+
+def test_tang_distilled_row_reads_every_augmented_copy_and_the_real_rows_as_many_examples():
+    """The slides' procedure: n_iter copies of every labeled example (20 for a sentence, 10 for a pair),
+    duplicates dropped, none capped; the real-unlabeled rows draw 14,000 (the augmented SST-2 set's size)."""
+    cells = composed_cells(TANG, "cpu")
+    sst2 = cells[("Distilled BiLSTM_SOFT (labels + augmented)", "SST-2")]
+    assert sst2.augment.method == "tang" and sst2.augment.max_examples is None and sst2.augment.n_iter is None
+    assert sst2.transfer_size.name == "none"  # the augmented copies are its whole transfer set
+    for row in ("BiLSTM_SOFT (labels + real unlabeled, same size)", "BiLSTM_SOFT (labels + augmented + real unlabeled)"):
+        assert cells[(row, "SST-2")].transfer_size.count == 14000
+    assert cells[("BiLSTM_SOFT (labels + augmented + real unlabeled)", "SST-2")].augment.max_examples is None
