@@ -118,6 +118,7 @@ def test_tang_distilled_row_reads_every_augmented_copy_and_the_real_rows_as_many
     sst2 = cells[("Distilled BiLSTM_SOFT (labels + augmented)", "SST-2")]
     assert sst2.augment.method == "tang" and sst2.augment.max_examples is None and sst2.augment.n_iter is None
     assert sst2.transfer_size.name == "none"  # the augmented copies are its whole transfer set
-    for row in ("BiLSTM_SOFT (labels + real unlabeled, same size)", "BiLSTM_SOFT (labels + augmented + real unlabeled)"):
+    for row in ("BiLSTM_SOFT (labels + real unlabeled, same size)",
+                "BiLSTM_SOFT (labels + augmented + real unlabeled)"):
         assert cells[(row, "SST-2")].transfer_size.count == 14000
     assert cells[("BiLSTM_SOFT (labels + augmented + real unlabeled)", "SST-2")].augment.max_examples is None
