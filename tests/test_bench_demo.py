@@ -38,3 +38,21 @@ def test_against_times_another_code_version_in_turn_and_gives_the_ratio(tmp_path
     assert ratio == 10.0 / 8.0 and len(rows) == 4
     frame = bench_demo.write(rows, tmp_path, ("ours", rows[-1]["code"], ratio))
     assert "1.250x the median wall time" in (tmp_path / "bench-demo.md").read_text() and len(frame) == 4
+
+
+def test_a_measurement_replaces_only_the_recorded_rows_of_its_code_and_overrides(tmp_path, monkeypatch):
+    """Three seeds of one code version measured one after another are three rows, beside the before figure."""
+    from distil.bench import demo as bench_demo
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("DISTIL_RESULTS", str(tmp_path / "results"))
+    monkeypatch.setattr("distil.common.provenance.provenance", lambda command: {"code": "new", "date": "today",
+                                                                                "command": " ".join(command)})
+    walls = iter([300.0, 310.0, 320.0, 305.0])
+    monkeypatch.setattr(bench_demo, "measure", lambda overrides, code, date, source=None: {
+        "code": code, "overrides": " ".join(overrides), "date": date, "wall s": next(walls)})
+    out = str(tmp_path / "results" / "bench")
+    for seed in (1, 2, 3, 2):  # seed 2 measured again: its row is replaced
+        assert demo(["--out", out, f"seed={seed}"]) == 0
+    rows = pd.read_csv(tmp_path / "results" / "bench" / "bench-demo.csv").to_dict("records")
+    assert [(r["overrides"], r["wall s"]) for r in rows] == [("seed=1", 300.0), ("seed=3", 320.0), ("seed=2", 305.0)]

@@ -663,3 +663,18 @@ def test_the_default_job_stops_its_teacher_on_dev_and_every_table_cell_keeps_the
     assert cell.overrides[:2] == ["teacher.finetune.min_steps_while=always", "teacher.finetune.warmup_span=budget"]
     recipe = compose_cell(cell.overrides[:-1], None, "tang")["teacher"]["finetune"]
     assert (recipe["min_steps_while"], recipe["warmup_span"]) == ("always", "budget")
+
+
+def test_a_bench_written_into_the_ledger_itself_is_recorded_in_place(tmp_path):
+    """`distil bench demo --out results/bench`: the csv is already the recorded one; copying a file
+    onto itself failed after the measurement, and the provenance was never written."""
+    from distil.tables.ledger import record_bench, recorded_bench
+
+    csv = tmp_path / "bench" / "bench-demo.csv"
+    csv.parent.mkdir()
+    csv.write_text("code,wall s\nabc,300\n")
+    csv.with_suffix(".md").write_text("| code | wall s |\n")
+    record_bench(csv, {"command": "distil bench demo --out results/bench"}, root=tmp_path)
+    path, provenance = recorded_bench("bench-demo", root=tmp_path)
+    assert path == csv and provenance["command"] == "distil bench demo --out results/bench"
+    assert csv.read_text() == "code,wall s\nabc,300\n"

@@ -217,10 +217,12 @@ def demo(argv: list[str] | None = None, prog: str = "distil bench demo") -> int:
             ratio = (now["code"], rows[-1]["code"], wall_ratio)
         else:
             rows = [bench_demo.measure(overrides, now["code"], now["date"])]
-        codes = {row["code"] for row in rows}
+        # a measurement replaces the record's rows of the same code and overrides, and keeps the others
+        # (the before figures, other seeds)
+        measured = {(row["code"], row["overrides"]) for row in rows}
         saved = None if args.quick else recorded_bench("bench-demo")
         recorded = [] if saved is None else pd.read_csv(saved[0]).fillna({"overrides": ""}).to_dict("records")
-        earlier = [r for r in recorded if r["code"] not in codes]
+        earlier = [r for r in recorded if (r["code"], r["overrides"]) not in measured]
         print(bench_demo.write([*earlier, *rows], Path(args.out), ratio).to_string(index=False))
     record(args, "bench-demo", prog, argv)
     return 0

@@ -81,9 +81,10 @@ def record_bench(csv: Path, provenance: dict, root: Path | None = None) -> None:
     shows it), and its provenance (with the csv's digest)."""
     saved_csv, saved_json = bench_paths(csv.stem, root)
     saved_csv.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(csv, saved_csv)
-    if csv.with_suffix(".md").is_file():
-        shutil.copyfile(csv.with_suffix(".md"), saved_csv.with_suffix(".md"))
+    if not (saved_csv.exists() and saved_csv.samefile(csv)):  # a bench told to write into the ledger itself
+        shutil.copyfile(csv, saved_csv)
+        if csv.with_suffix(".md").is_file():
+            shutil.copyfile(csv.with_suffix(".md"), saved_csv.with_suffix(".md"))
     write_json_atomic(saved_json, {**provenance, "csv_sha256": file_digest(saved_csv)})
 
 
