@@ -41,12 +41,8 @@ class FineTuneConfig:
     # dev evaluations without improvement (metric up, or flat with dev loss down) before stopping
     patience: int = at_least(1, default=1)
     weight_decay: float = at_least(0, default=0.01)
-    # linear warm-up over this share of the steps (warmup_span), then linear decay to 0 at the budget's end
+    # linear warm-up over this share of all steps, then linear decay to 0
     warmup_fraction: float = fraction(default=0.1)
-    # The warm-up's span: "budget" (all the steps, min_steps included) or "epochs" (BERT's `epochs`
-    # passes: with min_steps_while=at_majority dev usually stops a teacher about there). The default
-    # job uses epochs (conf/config.yaml); the papers' tables keep budget, their recorded recipe.
-    warmup_span: str = "budget"
     # The step budget (BERT practice; see distil/conf/teacher/finetune/bert.yaml): train `epochs`
     # passes over the labeled set, raised to at least `min_steps` optimiser steps however small
     # the set, and cut at `max_steps` (None: no cap). Early stopping never ends it before min_steps.

@@ -36,9 +36,8 @@ NOT_RESULT = {"paths": None, "hydra": None, "trainer": ("threads", "speed_exampl
               "runtime": ("device",)}  # one recipe on any device (make gpu-check holds them equal)
 KEY_LENGTH = 16
 # Every table cell fine-tunes its teacher with the recipe of the recorded cells: min_steps always holds
-# and the warm-up spans the whole budget (the default job stops earlier and warms up faster,
-# conf/config.yaml). At their schema defaults, they leave every key as it was.
-RECORDED_RECIPE = ("teacher.finetune.min_steps_while=always", "teacher.finetune.warmup_span=budget")
+# (the default job stops earlier, conf/config.yaml). At its schema default, it leaves every key as it was.
+RECORDED_RECIPE = ("teacher.finetune.min_steps_while=always",)
 NOT_RUN = "not run"  # a cell's error while it waits to run (an interrupted one too): not a failure
 NOT_TIMED = "not timed yet"  # a finished run's timing column before the table's timing step: not a failure
 

@@ -10,11 +10,7 @@ small labeled sets (100 sentences per language, XtremeDistil Table 6):
   decay span the whole budget, and early stopping never ends it before `min_steps`, or with
   `min_steps_while=at_majority` (the default job's) only while the teacher is no better than the
   majority class on dev: a teacher that learned stops when dev stops improving, evaluated every
-  pass, and one still at F1 0 (NER) keeps training. With `warmup_span=epochs` (the default job's
-  too) the warm-up is `warmup_fraction` of BERT's own `epochs` passes, about where dev stops such
-  a teacher, not of the `min_steps` budget: a warm-up as long as the teacher's whole useful run
-  leaves its first passes at a fraction of the learning rate (BBC News: dev 0.47 after pass 1,
-  0.88 with the shorter warm-up);
+  pass, and one still at F1 0 (NER) keeps training;
 - selection on dev by the metric first and the dev loss second (`DevSelection`): a teacher whose
   F1 is still 0 while its dev loss falls is improving and is not stopped;
 - Tang et al.'s learning-rate grid (`lr_grid`): one fine-tuning per rate, the best on dev kept.
@@ -63,7 +59,7 @@ GRID = "finetune-grid.pt"  # an lr_grid's finished rates and the best weights am
 
 # Settings added after teachers were cached, at the value that keeps the old behaviour: left out of
 # the key, so every teacher fine-tuned before them is still found.
-KEEPS_OLD_KEYS = {("min_steps_while", "always"), ("warmup_span", "budget")}
+KEEPS_OLD_KEYS = {("min_steps_while", "always")}
 
 
 def teacher_spec(cfg: TeacherConfig, data: TaskData, seed: int) -> dict:
@@ -139,8 +135,6 @@ def check_finetune(hp: FineTuneConfig) -> None:
         (not 0 <= hp.warmup_fraction < 1, f"teacher.finetune.warmup_fraction={hp.warmup_fraction} must be in [0, 1)"),
         (hp.min_steps_while not in MIN_STEPS_WHILE,
          f"teacher.finetune.min_steps_while={hp.min_steps_while}: choose always or at_majority"),
-        (hp.warmup_span not in WARMUP_SPANS,
-         f"teacher.finetune.warmup_span={hp.warmup_span}: choose budget or epochs"),
     ]
     for failed, message in problems:
         if failed:
@@ -148,7 +142,6 @@ def check_finetune(hp: FineTuneConfig) -> None:
 
 
 MIN_STEPS_WHILE = ("always", "at_majority")  # teacher.finetune.min_steps_while
-WARMUP_SPANS = ("budget", "epochs")  # teacher.finetune.warmup_span
 
 
 @dataclass(frozen=True)
@@ -188,13 +181,6 @@ class StepBudget:
         """The batches of round `round_` (1-based): whole shuffled passes, the last cut at the budget."""
         batches = [b for _ in range(self.passes_per_round) for b in shuffled_batches(examples, batch_size, rng)]
         return batches[: self.steps - (round_ - 1) * self.steps_per_round]
-
-    def warmup_steps(self, hp: FineTuneConfig) -> int:
-        """The linear warm-up: `warmup_fraction` of the whole budget, or with warmup_span=epochs of
-        BERT's `epochs` passes (the decay still spans the whole budget, so a teacher that min_steps
-        holds keeps learning)."""
-        span = self.steps if hp.warmup_span == "budget" else min(self.steps, hp.epochs * self.steps_per_pass)
-        return int(hp.warmup_fraction * span)
 
     def steps_run(self, rounds_run: int) -> int:
         return min(self.steps, rounds_run * self.steps_per_round)
@@ -304,7 +290,7 @@ def _train_once(model, task: Task, prepared: dict[str, PreparedSplit], pad_id: i
         return DevSelection(metric, split_loss(task, logits, dev))
 
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=hp.weight_decay)
-    scheduler = get_linear_schedule_with_warmup(optimizer, budget.warmup_steps(hp), budget.steps)
+    scheduler = get_linear_schedule_with_warmup(optimizer, int(hp.warmup_fraction * budget.steps), budget.steps)
     if hp.min_steps_while == "at_majority":  # min_steps only while no better than the majority class
         baseline = majority_dev_score(task, dev, label_names)
         stopping = {"patience": hp.patience, "min_steps": budget.min_steps,
