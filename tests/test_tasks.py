@@ -92,6 +92,33 @@ def test_transfer_from_the_unlabeled_file(tmp_path):
     assert data.splits["transfer"]["text"][:] == ["one more", "and another", "third line"]
 
 
+def test_a_tagging_task_reads_its_transfer_sentences_from_the_unlabeled_file(tmp_path):
+    """One sentence per line, split at whitespace; `<language><TAB>` names its language, a bare line
+    is the first language's; every word gets the NO_LABEL tag."""
+    import shutil
+
+    shutil.copytree(CONF_DIR.parent / "resources" / "toy-ner", tmp_path, dirs_exist_ok=True)
+    (tmp_path / "extra.txt").write_text("Ann  works here\nbb\tBob went\n\naa\tCarl\n")
+    cfg = dataset("toy-ner", path=str(tmp_path), unlabeled_file="extra.txt")
+    source = OmegaConf.merge(OmegaConf.structured(TransferSizeConfig), {"name": "file", "source": "file"})
+    transfer = task_data_of(cfg, source, ".", seed=1).splits["transfer"]
+    rows = sorted(zip(transfer["tokens"][:], transfer["language"][:], transfer["tags"][:], strict=True))
+    assert rows == [(["Ann", "works", "here"], "aa", [-1, -1, -1]), (["Bob", "went"], "bb", [-1, -1]),
+                    (["Carl"], "aa", [-1])]
+
+
+def test_an_unlabeled_line_in_a_language_the_run_does_not_have_names_the_line(tmp_path):
+    import shutil
+
+    shutil.copytree(CONF_DIR.parent / "resources" / "toy-ner", tmp_path, dirs_exist_ok=True)
+    (tmp_path / "extra.txt").write_text("aa\tfine\nzz\tnot here\n")
+    cfg = dataset("toy-ner", path=str(tmp_path), unlabeled_file="extra.txt")
+    source = OmegaConf.merge(OmegaConf.structured(TransferSizeConfig), {"name": "file", "source": "file"})
+    with pytest.raises(DistilError, match=r"extra.txt line 2 is in language 'zz', which is not one of "
+                                          r"dataset.languages \(aa, bb\)"):
+        task_data_of(cfg, source, ".", seed=1)
+
+
 # --- wordpiece alignment and scores -----------------------------------------------------
 
 def test_tagging_alignment_marks_continuations_x(tokenizer):

@@ -19,7 +19,7 @@ import datasets
 from distil.config.schema import DatasetConfig
 from distil.data.check_file import CSV_DIALECTS, check_text_file, read_csv_rows
 from distil.data.conll import read_conll
-from distil.data.task import DataTask
+from distil.data.task import NO_LABEL, DataTask
 from distil.errors import DistilError, check_choice
 
 TABULAR_BUILDERS = {"tsv": ("csv", {"delimiter": "\t"}), "csv": ("csv", {}), "jsonl": ("json", {}),
@@ -84,17 +84,45 @@ def load_raw_splits(
 
 
 def load_unlabeled_file(cfg: DatasetConfig, task: DataTask, data_dir: str) -> datasets.Dataset:
-    """The dataset's extra unlabeled text (one example per line) as a `text` column."""
-    if task.inputs != "text" or not cfg.unlabeled_file or not cfg.path:
+    """The dataset's extra unlabeled examples, one per line, with a `language` column and an empty
+    label column. A text task reads each line as a `text`; a tagging task splits it at whitespace
+    into `tokens` (the words its teacher labels), and a line `<language><TAB><sentence>` names its
+    language (one of dataset.languages; without a tab, the first of them), so one file holds the
+    transfer sentences of every language of a multilingual run."""
+    if task.inputs not in ("text", "tokens") or not cfg.unlabeled_file or not cfg.path:
         raise DistilError(
             f"dataset '{cfg.name}' has no unlabeled_file for transfer_size source=file; "
             f"use a transfer_size drawn from the pool, or set dataset.unlabeled_file"
+            + ("" if task.inputs in ("text", "tokens") else " (a pair task reads its transfer pairs from the pool)")
         )
     file = resolve_data_path(cfg.path, data_dir) / cfg.unlabeled_file
     if not file.is_file():
         raise DistilError(f"dataset '{cfg.name}': unlabeled file {file} not found; check paths.data_dir")
-    ds = datasets.Dataset.from_dict({"text": read_text_lines(file)})
-    return ds.map(_strip_html) if cfg.strip_html else ds
+    lines = read_text_lines(file)
+    if task.inputs == "text":
+        ds = datasets.Dataset.from_dict({"text": lines, "language": [""] * len(lines),
+                                         task.label_column: [NO_LABEL] * len(lines)})
+        return ds.map(_strip_html) if cfg.strip_html else ds
+    return _unlabeled_sentences(cfg, task, file, lines)
+
+
+def _unlabeled_sentences(cfg: DatasetConfig, task: DataTask, file: Path, lines: list[str]) -> datasets.Dataset:
+    """A tagging task's unlabeled file: words, their language, and a NO_LABEL tag per word."""
+    languages = list(cfg.languages or [""])
+    tokens, language = [], []
+    for number, line in enumerate(lines, 1):
+        lang, tab, sentence = line.partition("\t")
+        if not tab:
+            lang, sentence = languages[0], line
+        elif lang not in languages:
+            raise DistilError(f"dataset '{cfg.name}': {file} line {number} is in language '{lang}', which is not "
+                              f"one of dataset.languages ({', '.join(languages)}); fix the line or add the language")
+        words = sentence.split()
+        if words:
+            tokens.append(words)
+            language.append(lang)
+    return datasets.Dataset.from_dict({"tokens": tokens, "language": language,
+                                       task.label_column: [[NO_LABEL] * len(words) for words in tokens]})
 
 
 def read_text_lines(file: Path) -> list[str]:

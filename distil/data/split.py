@@ -28,7 +28,7 @@ import numpy as np
 
 from distil.config.schema import DatasetConfig, TransferSizeConfig
 from distil.data.load import is_extra_test, load_raw_splits, load_unlabeled_file
-from distil.data.task import NO_LABEL, DataTask
+from distil.data.task import DataTask
 from distil.errors import DistilError, check_choice
 
 log = logging.getLogger(__name__)
@@ -113,7 +113,6 @@ def build_task_data(
                           f"and dev_fraction")
     if transfer.source == "file":
         pool = load_unlabeled_file(cfg, task, data_dir)
-        pool = pool.add_column("language", [""] * len(pool)).add_column(task.label_column, [NO_LABEL] * len(pool))
     elif transfer.source != "pool":
         raise DistilError(f"transfer_size '{transfer.name}': unknown source '{transfer.source}'; "
                           f"use pool or file")
