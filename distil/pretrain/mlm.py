@@ -23,7 +23,6 @@ from __future__ import annotations
 import json
 import logging
 import math
-import os
 import time
 from pathlib import Path
 
@@ -39,7 +38,7 @@ from distil.errors import DistilError, check_choice
 from distil.pretrain.corpus import ExampleSampler, lines_digest, read_lines, tokenize, unigram_loss
 from distil.pretrain.masking import IGNORE
 from distil.store.artifacts import Artifact, ArtifactStore
-from distil.training.checkpoint import cuda_rng_states, restore_rng_states
+from distil.training.checkpoint import Checkpoint, cuda_rng_states, restore_rng_states
 from distil.training.loop import optimiser_step
 
 log = logging.getLogger(__name__)
@@ -155,10 +154,9 @@ def pretrain(cfg: PretrainConfig, layers: int, hidden: int, tokenizer, lines: li
     rng, generator = np.random.default_rng(seed), torch.Generator().manual_seed(seed)
     step, history, seconds = 0, [], 0.0
     checkpoint = out / CHECKPOINT
-    if checkpoint.is_file():
-        # tensors, numbers, strings: never code; onto the CPU whichever device wrote it (load_state_dict
-        # copies the weights to the model's device, and the optimiser's state to its parameters')
-        state = torch.load(checkpoint, weights_only=True, map_location="cpu")
+    # tensors, numbers, strings: never code; onto the CPU whichever device wrote it (load_state_dict
+    # copies the weights to the model's device, and the optimiser's state to its parameters')
+    if (state := Checkpoint(checkpoint).load()) is not None:
         model.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
         scheduler.load_state_dict(state["scheduler"])
@@ -291,13 +289,12 @@ def save_checkpoint(path: Path, model, optimizer, scheduler, rng, generator, ste
                     scaler: torch.amp.GradScaler | None = None) -> None:
     """`torch_rng` is the masking generator's state (always on the CPU), `dropout_rng` and `cuda_rng`
     the global ones dropout draws from; `scaler` fp16's loss scale (None when not in use)."""
-    partial = path.with_suffix(".partial")
-    torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
-                "numpy_rng": rng.bit_generator.state, "torch_rng": generator.get_state(),
-                "dropout_rng": torch.get_rng_state(), "cuda_rng": cuda_rng_states(),
-                "scaler": scaler.state_dict() if scaler is not None and scaler.is_enabled() else None,
-                "step": step, "history": history, "seconds": seconds}, partial)
-    os.replace(partial, path)
+    Checkpoint(path).save({
+        "model": model.state_dict(), "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
+        "numpy_rng": rng.bit_generator.state, "torch_rng": generator.get_state(),
+        "dropout_rng": torch.get_rng_state(), "cuda_rng": cuda_rng_states(),
+        "scaler": scaler.state_dict() if scaler is not None and scaler.is_enabled() else None,
+        "step": step, "history": history, "seconds": seconds})
 
 
 def load_encoder(artifact_path: Path) -> tuple[dict[str, torch.Tensor], dict]:

@@ -52,7 +52,7 @@ from distil.pretrain.corpus import lines_digest, read_lines
 from distil.store.artifacts import Artifact, ArtifactStore
 from distil.students.sra import SRAStudent
 from distil.students.vocab import TrimmedVocab
-from distil.training.checkpoint import cuda_rng_states, restore_rng_states
+from distil.training.checkpoint import Checkpoint, cuda_rng_states, restore_rng_states
 from distil.training.loop import optimiser_step
 from distil.training.losses import representation_cosine
 
@@ -273,10 +273,9 @@ def distil_agnostic(cfg, load_encoder, tokenizer, student_cfg, initial_rows, lin
     budget = cfg.epochs * per_pass if cfg.steps is None else cfg.steps
     # epoch: passes finished; within the pass under way, `position` batches done, their loss sum `total`
     epoch, step, position, total, history, seconds = 0, 0, 0, 0.0, [], 0.0
-    checkpoint = out / CHECKPOINT
-    if checkpoint.is_file():
-        # onto the CPU whichever device wrote it: load_state_dict copies to the student's device
-        state = torch.load(checkpoint, weights_only=True, map_location="cpu")
+    checkpoint = Checkpoint(out / CHECKPOINT)
+    # onto the CPU whichever device wrote it: load_state_dict copies to the student's device
+    if (state := checkpoint.load()) is not None:
         student.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
         if scaler.is_enabled() and state.get("scaler"):
@@ -294,13 +293,11 @@ def distil_agnostic(cfg, load_encoder, tokenizer, student_cfg, initial_rows, lin
     saved = time.perf_counter()
 
     def save(pass_rng: dict) -> None:
-        partial = checkpoint.with_suffix(".partial")
-        torch.save({"model": student.state_dict(), "optimizer": optimizer.state_dict(), "numpy_rng": pass_rng,
-                    "dropout_rng": torch.get_rng_state(), "cuda_rng": cuda_rng_states(),
-                    "scaler": scaler.state_dict() if scaler.is_enabled() else None,
-                    "epoch": epoch, "step": step, "position": position,
-                    "total": total, "history": history, "seconds": time.perf_counter() - started}, partial)
-        os.replace(partial, checkpoint)
+        checkpoint.save({"model": student.state_dict(), "optimizer": optimizer.state_dict(), "numpy_rng": pass_rng,
+                         "dropout_rng": torch.get_rng_state(), "cuda_rng": cuda_rng_states(),
+                         "scaler": scaler.state_dict() if scaler.is_enabled() else None,
+                         "epoch": epoch, "step": step, "position": position,
+                         "total": total, "history": history, "seconds": time.perf_counter() - started})
 
     with progress_bar() as progress:
         bar = progress.add_task("task-agnostic SRA distillation", total=budget, completed=step, status="")
@@ -337,7 +334,7 @@ def distil_agnostic(cfg, load_encoder, tokenizer, student_cfg, initial_rows, lin
     weights = {k: v.detach().cpu().contiguous() for k, v in student.state_dict().items()
                if not k.startswith("classifier.")}
     save_file(weights, out / WEIGHTS)
-    checkpoint.unlink(missing_ok=True)
+    checkpoint.path.unlink(missing_ok=True)
     vectors_path.unlink(missing_ok=True)  # the teacher's vectors served the build only
     return {"epochs": epoch, "steps": step, "history": history, "sentences": len(lines), "held_out": len(held_out),
             "heldout": cfg.heldout, "sentence_size": int(targets.shape[1]),
