@@ -101,18 +101,16 @@ def _result_config(overrides: tuple[str, ...], config_dirs: str | None) -> dict:
     dataset's file names does not make the key depend on where the data lives), without NOT_RESULT."""
     cfg = compose_overrides(overrides, config_dirs)
     config = without_defaults(OmegaConf.to_container(cfg, resolve=False), cfg)
-    # a group left empty is a group at its defaults (augment=none): as if the group did not exist, so a
-    # group added to the config later leaves every existing key as it was
-    config = {group: values for group, values in config.items() if values != {}}
     for group, keys in NOT_RESULT.items():
         if keys is None:
             config.pop(group, None)
         else:
             for key in keys:
                 config.get(group, {}).pop(key, None)
-    if config.get("runtime") == {}:  # only a device was set: the same cell as on the default device
-        del config["runtime"]
-    return config
+    # a group left empty is a group at its defaults (augment=none), or one whose settings change no
+    # result (runtime.device): as if the group did not exist, so a group added to the config later
+    # leaves every existing key as it was
+    return {group: values for group, values in config.items() if values != {}}
 
 
 def compose_cell(overrides: Sequence[str], config_dirs: str | None, where: str) -> DictConfig:
