@@ -122,3 +122,13 @@ def test_tang_distilled_row_reads_every_augmented_copy_and_the_real_rows_as_many
                 "BiLSTM_SOFT (labels + augmented + real unlabeled)"):
         assert cells[(row, "SST-2")].transfer_size.count == 14000
     assert cells[("BiLSTM_SOFT (labels + augmented + real unlabeled)", "SST-2")].augment.max_examples is None
+
+
+def test_mukherjee_table6_paper_scale_labels_every_imdb_training_review_and_reads_the_official_test():
+    """Their IMDB row fine-tunes on the labeled train set (25,000; here 24,000 beside the 1,000 dev
+    reviews) and scores on the 25,000 test reviews: 12,500 per class cannot be drawn after dev."""
+    cells = composed_cells("mukherjee-table6", "paper")
+    for (row, _), cfg in cells.items():
+        if row == "IMDB":
+            assert cfg.dataset.split.labeled_per_class is None and cfg.dataset.files.test == "test.tsv.gz"
+            assert cfg.transfer_size.source == "file"
