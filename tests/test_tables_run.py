@@ -675,3 +675,39 @@ def test_a_bench_written_into_the_ledger_itself_is_recorded_in_place(tmp_path):
     path, provenance = recorded_bench("bench-demo", root=tmp_path)
     assert path == csv and provenance["command"] == "distil bench demo --out results/bench"
     assert csv.read_text() == "code,wall s\nabc,300\n"
+
+
+def test_a_cell_another_worker_holds_is_skipped_and_a_cell_it_finished_meanwhile_is_not_rerun(tmp_path, monkeypatch,
+                                                                                                capsys):
+    """Two `distil table` workers on one outputs directory: the cell lock decides who runs a cell. The
+    other worker here holds D1's lock (flock conflicts between two opens of the file, in one process
+    too) and finished `hard` after this worker listed it."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("DISTIL_OUTPUTS", str(tmp_path / "outputs"))
+    monkeypatch.setenv("DISTIL_CONFIG_DIR", str(tmp_path / "conf"))
+    write_preset(tmp_path / "conf" / "table", "tiny", "scales: {cpu: {base: [debug=smoke], seeds: [1]}}\n"
+                 "rows: [{label: hard, overrides: [schedule=hard]}, {label: D1, overrides: [schedule=d1]},\n"
+                 "       {label: D0, overrides: [schedule=d0]}]\n")
+    ran = fake_cells(monkeypatch, lambda cell: cell.row)
+    hard, d1, _ = expand(load_preset("tiny"), "cpu")
+    root = tmp_path / "outputs"
+    real_result_of, checks = run.result_of, []
+
+    def result_of(root_, key):  # `hard` is listed as not done, then found done under its lock
+        checks.append(key)
+        if key == hard.key and checks.count(key) == 2:
+            (root / "cells" / key).mkdir(parents=True)
+            (root / "cells" / key / "metrics.json").write_text('{"status": "ok"}')
+        return real_result_of(root_, key)
+
+    monkeypatch.setattr(run, "result_of", result_of)
+    with run.cell_lock(root, d1.key) as held:
+        assert held
+        code, out, err = table(["tiny"], capsys)
+        assert code == 0, err
+        _, listing, _ = table(["tiny", "--dry-run"], capsys)
+    out = out.replace("\n", "")
+    assert ran == ["D0"]
+    assert "tiny hard seed 1: skipped (done by another worker)" in out
+    assert "tiny D1 seed 1: skipped (another worker is running it)" in out
+    assert "D1 seed 1: running (another worker)" in listing

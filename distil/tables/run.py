@@ -9,10 +9,12 @@
     distil table NAME --seed 1       # run only seed 1's cells (repeatable)
 
 Each cell runs as the real `distil` console script in a subprocess, one at a time, into
-`<outputs>/cells/<key>/` (outputs: $DISTIL_OUTPUTS or ./outputs, as for `distil`). A cell whose
-metrics.json says `status: ok` is skipped, so an interrupted table continues where it stopped (the
-killed cell resumes from the student checkpoints `distil` keeps in its cache). A failed or crashed
-cell is recorded in its metrics.json and the others go on; the table marks it with its error.
+`<outputs>/cells/<key>/` (outputs: $DISTIL_OUTPUTS or ./outputs, as for `distil`), under the cell's
+lock: several `distil table` workers on one outputs directory share a table's cells, each run once
+(a worker skips a cell another is running). A cell whose metrics.json says `status: ok` is
+skipped, so an interrupted table continues where it stopped (the killed cell resumes from the
+student checkpoints `distil` keeps in its cache). A failed or crashed cell is recorded in its
+metrics.json and the others go on; the table marks it with its error.
 Writing a table copies its finished cells to the tracked results (distil.tables.ledger), so a fresh
 clone finds them done too.
 """
@@ -35,6 +37,7 @@ from distil.common.atomic import write_json_atomic
 from distil.common.console import console_script
 from distil.common.provenance import provenance
 from distil.errors import DistilError, did_you_mean
+from distil.store.admin import build_lock, lock_is_held
 from distil.tables import ledger
 from distil.tables.cells import (
     RECORDED_RECIPE,
@@ -101,8 +104,16 @@ def run_label(preset: TablePreset, cell: Cell) -> str:
     return label(cell.row, None if picks_only else cell.column, cell.seed)
 
 
+def cell_lock(root: Path, key: str, create: bool = True):
+    """A cell's run lock, `<outputs>/locks/cell-<key>.lock`: held by the `distil table` worker running
+    it, so two workers on one table (in one outputs directory, on one host or a shared filesystem)
+    never run the same cell; the other moves on to the next."""
+    return build_lock(root, f"cell-{key}", create)
+
+
 def run_sweep(preset: TablePreset, cells: list[Cell], root: Path) -> list[str]:
-    """Run the cells not yet done, one at a time; the failed cells' descriptions."""
+    """Run the cells not yet done, one at a time, skipping those another worker is running; the failed
+    cells' descriptions."""
     failed = []
     runs = runs_of(cells)
     for i, cell in enumerate(runs, 1):
@@ -110,9 +121,16 @@ def run_sweep(preset: TablePreset, cells: list[Cell], root: Path) -> list[str]:
         if result_of(root, cell.key).error is None:  # done, here, by another table or on another machine
             show(name, "skipped (done)", "dim")
             continue
-        show(name, "running", "blue")
-        start = time.monotonic()
-        ended, error = run_cell(cell, root)
+        with cell_lock(root, cell.key) as ours:
+            if not ours:
+                show(name, "skipped (another worker is running it)", "yellow")
+                continue
+            if result_of(root, cell.key).error is None:  # finished by another worker since the check above
+                show(name, "skipped (done by another worker)", "dim")
+                continue
+            show(name, "running", "blue")
+            start = time.monotonic()
+            ended, error = run_cell(cell, root)
         if error is None:
             show(name, f"done in {duration(time.monotonic() - start)}", "green")
         else:
@@ -237,6 +255,8 @@ def dry_run(preset: TablePreset, cells: list[Cell], root: Path) -> None:
     collected = collect(runs, root)
     for cell in collected:
         state = "done" if cell.error is None else cell.error
+        if cell.error is not None and lock_is_held(root, f"cell-{cell.key}"):
+            state = "running (another worker)"
         console.print(f"  {cell.key}  {run_label(preset, cell)}: {state}  "
                       f"[{' '.join(cell.overrides)}]", markup=False)
     if runs and preset.kind == "sweep":
