@@ -173,6 +173,16 @@ def test_a_failing_sweep_cell_does_not_stop_the_sweep(tmp_path, monkeypatch, cap
     assert statuses["0"].startswith("failed: dataset 'toy'") and statuses["1"] == "ok"
 
 
+def test_a_failing_cell_under_the_joblib_launcher_fails_the_sweep(tmp_path, monkeypatch, capsys):
+    """A joblib worker is another process: the failure is read back from the cell's metrics.json."""
+    code, _, err = distil_in_process(["-m", "debug=smoke", "hydra/launcher=joblib", "hydra.launcher.n_jobs=1",
+                                      "dataset.label_column=nope,label"], tmp_path, monkeypatch, capsys)
+    (failed,) = [p.parent for p in (tmp_path / "outputs" / "multirun").rglob("metrics.json")
+                 if json.loads(p.read_text())["status"].startswith("failed: dataset 'toy'")]
+    assert code == 2 and err.strip().splitlines()[-1].endswith(f"1 sweep cell(s) failed (status in their "
+                                                               f"metrics.json): {failed.relative_to(tmp_path)}")
+
+
 @pytest.mark.parametrize("dataset,student,metric", [("toy-pair", "bilstm", "accuracy"),
                                                     ("toy-ner", "bilstm-tagger", "f1")])
 def test_every_task_runs_end_to_end(tmp_path, monkeypatch, capsys, dataset, student, metric):

@@ -56,3 +56,17 @@ def test_a_cell_counts_as_finished_only_with_status_ok_and_the_same_overrides(tm
     failed = {"status": "failed: dataset 'toy' ...", "overrides": ["schedule=d1"]}
     (cell / "metrics.json").write_text(json.dumps(failed))
     assert finished_metrics(cell, ["schedule=d1"]) is None
+
+
+def test_a_sweeps_failures_are_its_cells_whose_metrics_json_says_failed_since_it_started(tmp_path):
+    import os
+
+    from distil.run.sweep import failed_cells
+
+    for cell, status in (("0", "ok"), ("1", "failed: bad"), ("2", "failed: interrupted"), ("3", "failed: old")):
+        (tmp_path / cell).mkdir()
+        (tmp_path / cell / "metrics.json").write_text(json.dumps({"status": status}))
+    (tmp_path / "4").mkdir()
+    (tmp_path / "4" / "metrics.json").write_text('{"status": "fai')  # killed mid-write
+    os.utime(tmp_path / "3" / "metrics.json", (1000.0, 1000.0))  # an earlier sweep's, in a reused directory
+    assert failed_cells(tmp_path, since=2000.0) == [str(tmp_path / c) for c in ("1", "2", "4")]

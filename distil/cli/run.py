@@ -22,13 +22,11 @@ from distil.config.compose import hydra_message
 from distil.config.run_dir import register_run_dir_resolver
 from distil.config.schema import CONF_DIR, register_configs
 from distil.errors import DistilError
-from distil.run.sweep import INTERRUPTED_STATUS
+from distil.run.sweep import FAILED_CELLS, INTERRUPTED_STATUS
 
 register_configs()
 register_run_dir_resolver()
 
-# Cells of a sweep that failed: the sweep goes on, and `main` exits non-zero at the end.
-_failed_runs: list[str] = []
 UNEXPECTED_EXIT = 1  # a bug (bad input exits 2): the traceback is in the run's log
 INTERRUPTED = ("distil: interrupted; rerun the same command to continue (finished teachers and cached targets "
                "are reused)")
@@ -59,8 +57,7 @@ def _run(cfg: DictConfig) -> float | None:
                                    {"status": f"failed: {reason}", "choices": choices, "overrides": overrides})
         print(line, file=sys.stderr)
         if hydra_cfg.mode != RunMode.MULTIRUN:
-            sys.exit(code)
-        _failed_runs.append(str(run_dir))
+            sys.exit(code)  # in a sweep the cell is recorded and the others go on (SweepFailures)
 
     try:
         metrics = pipeline.run(cfg, run_dir, choices, overrides)
@@ -130,7 +127,7 @@ def main() -> None:
 def _main() -> None:
     from distil.config.overrides import CONFIG_DIR_ENV, check_overrides, with_config_dir_env
 
-    _failed_runs.clear()  # one invocation's sweep failures only
+    FAILED_CELLS.clear()  # one invocation's sweep failures only
     args = with_config_dir_env(sys.argv[1:], os.environ.get(CONFIG_DIR_ENV))
     problem = check_overrides(args, CONF_DIR)
     if problem:
@@ -138,8 +135,8 @@ def _main() -> None:
         sys.exit(2)
     sys.argv[1:] = args  # Hydra reads sys.argv: DISTIL_CONFIG_DIR is now a hydra.searchpath entry
     _run()
-    if _failed_runs:
-        print(f"distil: error: {len(_failed_runs)} sweep cell(s) failed (status in their metrics.json): "
-              f"{', '.join(_failed_runs)}", file=sys.stderr)
+    if FAILED_CELLS:
+        print(f"distil: error: {len(FAILED_CELLS)} sweep cell(s) failed (status in their metrics.json): "
+              f"{', '.join(FAILED_CELLS)}", file=sys.stderr)
         sys.exit(2)
 
