@@ -355,7 +355,7 @@ def fake_cells(monkeypatch, name) -> list:
     """Cells that finish at once at 50% instead of running; the list of `name(cell)` of those run, in order."""
     ran = []
 
-    def fake_run(cell, root):
+    def fake_run(cell, root, extra=()):
         ran.append(name(cell))
         directory = root / "cells" / cell.key
         directory.mkdir(parents=True)
@@ -427,7 +427,7 @@ def test_a_finished_cell_is_recorded_and_a_fresh_machine_reads_it_instead_of_run
     hard, d1, d0 = expand(load_preset("tiny"), "cpu")
     ran = []
 
-    def fake_run(cell, root):
+    def fake_run(cell, root, extra=()):
         ran.append((root.name, cell.row))
         directory = root / "cells" / cell.key
         directory.mkdir(parents=True)
@@ -711,3 +711,57 @@ def test_a_cell_another_worker_holds_is_skipped_and_a_cell_it_finished_meanwhile
     assert "tiny hard seed 1: skipped (done by another worker)" in out
     assert "tiny D1 seed 1: skipped (another worker is running it)" in out
     assert "D1 seed 1: running (another worker)" in listing
+
+
+@pytest.mark.slow  # ~40 s: four smoke cells through two real `distil table` processes
+def test_two_table_workers_started_together_run_each_cell_once(tmp_path):
+    from distil.common.console import console_script
+
+    write_preset(tmp_path / "conf" / "table", "pair", "scales: {cpu: {base: [debug=smoke, trainer.threads=1], "
+                 "seeds: [1, 2]}}\nrows: [{label: hard, overrides: [schedule=hard]}, "
+                 "{label: D1, overrides: [schedule=d1]}]\n")
+    env = {**os.environ, "DISTIL_OUTPUTS": str(tmp_path / "outputs"), "DISTIL_CONFIG_DIR": str(tmp_path / "conf"),
+           "DISTIL_RESULTS": str(tmp_path / "results")}
+    workers = [subprocess.Popen([console_script("distil"), "table", "pair"], env=env, cwd=tmp_path, text=True,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT) for _ in range(2)]
+    outputs = [worker.communicate(timeout=600)[0] for worker in workers]
+    assert [worker.returncode for worker in workers] == [0, 0], outputs
+    ran = [line for out in outputs for line in out.splitlines() if re.search(r": done in \d", line)]
+    assert sorted(re.sub(r"^cell \d/4 pair (.*): done in .*", r"\1", line) for line in ran) == [
+        "D1 seed 1", "D1 seed 2", "hard seed 1", "hard seed 2"]
+
+
+def test_jobs_runs_cells_at_once_each_once_on_a_share_of_the_cores(tmp_path, monkeypatch, capsys):
+    """--jobs 2: two workers of one process take the cells in turn (none twice), two at a time, each
+    cell told its share of the cores (trainer.threads changes no result, so no key)."""
+    import threading
+    import time
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("DISTIL_OUTPUTS", str(tmp_path / "outputs"))
+    monkeypatch.setenv("DISTIL_CONFIG_DIR", str(tmp_path / "conf"))
+    monkeypatch.setattr(os, "cpu_count", lambda: 4)
+    write_preset(tmp_path / "conf" / "table", "tiny", "scales: {cpu: {base: [debug=smoke], seeds: [1, 2]}}\n"
+                 "rows: [{label: hard, overrides: [schedule=hard]}, {label: D1, overrides: [schedule=d1]}]\n")
+    ran, running, most = [], set(), [0]
+    guard = threading.Lock()
+
+    def fake_run(cell, root, extra=()):
+        with guard:
+            running.add(cell.key)
+            most[0] = max(most[0], len(running))
+            ran.append((cell.row, cell.seed, tuple(extra)))
+        time.sleep(0.3)
+        directory = root / "cells" / cell.key
+        directory.mkdir(parents=True)
+        (directory / "metrics.json").write_text('{"status": "ok", "student": {"test": {"accuracy": 0.5}}}')
+        with guard:
+            running.discard(cell.key)
+        return "done", None
+
+    monkeypatch.setattr(run, "run_cell", fake_run)
+    code, _, err = table(["tiny", "--jobs", "2"], capsys)
+    assert code == 0, err
+    assert sorted(ran) == [("D1", 1, ("trainer.threads=2",)), ("D1", 2, ("trainer.threads=2",)),
+                           ("hard", 1, ("trainer.threads=2",)), ("hard", 2, ("trainer.threads=2",))]
+    assert most[0] == 2

@@ -1,6 +1,6 @@
 """`distil table`: run the missing cells of paper tables (distil/conf/table/*.yaml), then write the tables.
 
-Each cell runs as the real `distil` command in a subprocess, one at a time, into <outputs>/cells/<key>/;
+Each cell runs as the real `distil` command in a subprocess (--jobs at a time), into <outputs>/cells/<key>/;
 a finished cell is skipped, so an interrupted table continues where it stopped (see distil/tables/run.py).
 """
 
@@ -23,6 +23,7 @@ examples:
   distil table NAME --render-only         # write NAME's table from the cells done so far; run nothing
   distil table NAME --only SST-2          # run only the cells of that row or column first (repeatable)
   distil table NAME --seed 1              # run only seed 1's cells (repeatable)
+  distil table NAME --jobs 2              # two cells at a time, one core each on 2 cores
   distil table --frontier-targets         # the frontier targets on the frontier runs -> frontier-targets.{md,csv}
   distil table --all --render-only --pages  # every table from the recorded cells, then docs/results/ (make results)
 """
@@ -56,6 +57,10 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     parser.add_argument("--seed", action="append", type=int, metavar="N", default=[], dest="seeds",
                         help="run only the cells of this seed (repeatable), e.g. a first seed of every cell "
                              "before the rest; with --only, both apply")
+    parser.add_argument("--jobs", type=int, default=1, metavar="N",
+                        help="run up to N cells at once, each on an equal share of the cores (trainer.threads, "
+                             "which changes no result); other distil table processes on the same outputs share "
+                             "the cells too, each cell run once (default 1)")
     parser.add_argument("--frontier-targets", action="store_true",
                         help="write outputs/tables/frontier-targets.{md,csv}: the frontier targets checked on the "
                              "frontier runs done at --scale (make frontier's last step); runs nothing")
@@ -69,6 +74,8 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
 def parse_args(argv: list[str] | None, prog: str = "distil table") -> argparse.Namespace:
     parser = build_parser(prog)
     args = parser.parse_args(argv)
+    if args.jobs < 1:
+        parser.error(f"--jobs {args.jobs}: give 1 or more")
     if not (args.names or args.all or args.list or args.frontier_targets or args.pages):
         parser.error(f"name a preset ({prog} --list shows them), or give --all")
     return args

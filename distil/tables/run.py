@@ -28,6 +28,7 @@ import signal
 import subprocess
 import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from rich.console import Console
@@ -62,13 +63,14 @@ def outputs_root() -> Path:
     return Path(os.environ.get("DISTIL_OUTPUTS", "outputs")).resolve()
 
 
-def run_cell(cell: Cell, root: Path) -> tuple[str, str | None]:
-    """Run one cell to its end; (how it ended, error or None). Its metrics.json always says why."""
+def run_cell(cell: Cell, root: Path, extra: Sequence[str] = ()) -> tuple[str, str | None]:
+    """Run one cell to its end; (how it ended, error or None). Its metrics.json always says why.
+    `extra`: overrides that change no result (NOT_RESULT, e.g. trainer.threads), so not the key's."""
     directory = cell_dir(root, cell.key)
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "metrics.json").unlink(missing_ok=True)  # an earlier failure's: never read as this run's
     run_dir = str(directory).replace("'", "\\'")
-    command = [console_script("distil"), *cell.overrides, f"hydra.run.dir='{run_dir}'"]
+    command = [console_script("distil"), *cell.overrides, *extra, f"hydra.run.dir='{run_dir}'"]
     with (directory / LOG_NAME).open("w") as log:
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
         try:
@@ -111,11 +113,23 @@ def cell_lock(root: Path, key: str, create: bool = True):
     return build_lock(root, f"cell-{key}", create)
 
 
-def run_sweep(preset: TablePreset, cells: list[Cell], root: Path) -> list[str]:
-    """Run the cells not yet done, one at a time, skipping those another worker is running; the failed
-    cells' descriptions."""
-    failed = []
+def run_sweep(preset: TablePreset, cells: list[Cell], root: Path, jobs: int = 1) -> list[str]:
+    """Run the cells not yet done, `jobs` at a time, skipping those another worker is running; the
+    failed cells' descriptions. With several jobs each cell gets an equal share of the cores
+    (trainer.threads, which changes no result): the jobs are workers of this process, each taking
+    the next cell no other worker holds."""
     runs = runs_of(cells)
+    if jobs <= 1:
+        return sweep_worker(preset, runs, root)
+    extra = [f"trainer.threads={max(1, (os.cpu_count() or 1) // jobs)}"]
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        workers = [pool.submit(sweep_worker, preset, runs, root, extra) for _ in range(jobs)]
+        return [failure for worker in workers for failure in worker.result()]
+
+
+def sweep_worker(preset: TablePreset, runs: list[Cell], root: Path, extra: Sequence[str] = ()) -> list[str]:
+    """One worker's pass over a table's cells: it runs every cell not done and not held by another."""
+    failed = []
     for i, cell in enumerate(runs, 1):
         name = f"cell {i}/{len(runs)} {preset.name} {run_label(preset, cell)}: "
         if result_of(root, cell.key).error is None:  # done, here, by another table or on another machine
@@ -130,7 +144,7 @@ def run_sweep(preset: TablePreset, cells: list[Cell], root: Path) -> list[str]:
                 continue
             show(name, "running", "blue")
             start = time.monotonic()
-            ended, error = run_cell(cell, root)
+            ended, error = run_cell(cell, root, extra)
         if error is None:
             show(name, f"done in {duration(time.monotonic() - start)}", "green")
         else:
@@ -362,7 +376,7 @@ def run(args: argparse.Namespace) -> list[str]:
             if preset.kind == "bench":
                 scale = preset.scales.get(args.scale)
                 failed += run_bench(root, preset.bench, [*RECORDED_RECIPE, *scale.base] if scale else [])
-            failed += run_sweep(preset, chosen, root)
+            failed += run_sweep(preset, chosen, root, getattr(args, "jobs", 1))
             failed += run_timing(preset, chosen, root) if preset.timing else []
         if measured(preset, root):
             render(preset, cells, root)
