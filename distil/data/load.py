@@ -89,11 +89,13 @@ def load_unlabeled_file(cfg: DatasetConfig, task: DataTask, data_dir: str) -> da
     into `tokens` (the words its teacher labels), and a line `<language><TAB><sentence>` names its
     language (one of dataset.languages; without a tab, the first of them), so one file holds the
     transfer sentences of every language of a multilingual run."""
-    if task.inputs not in ("text", "tokens") or not cfg.unlabeled_file or not cfg.path:
+    if task.inputs == "pair":
+        raise DistilError(f"dataset '{cfg.name}': a pair task reads its transfer pairs from the pool, not an "
+                          f"unlabeled_file; use a transfer_size drawn from the pool")
+    if not cfg.unlabeled_file or not cfg.path:
         raise DistilError(
             f"dataset '{cfg.name}' has no unlabeled_file for transfer_size source=file; "
             f"use a transfer_size drawn from the pool, or set dataset.unlabeled_file"
-            + ("" if task.inputs in ("text", "tokens") else " (a pair task reads its transfer pairs from the pool)")
         )
     file = resolve_data_path(cfg.path, data_dir) / cfg.unlabeled_file
     if not file.is_file():

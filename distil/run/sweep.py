@@ -81,9 +81,11 @@ def failed_cells(sweep_dir: Path, since: float) -> list[str]:
 class SweepFailures(Callback):
     """After a sweep (in the process that started it), its failed cells from their metrics.json."""
 
+    started = 0.0  # when this sweep began: older metrics.json files are an earlier sweep's
+
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         FAILED_CELLS.clear()
         self.started = time.time() - 1  # file times may be rounded to the second
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
-        FAILED_CELLS[:] = failed_cells(Path(str(config.hydra.sweep.dir)), getattr(self, "started", 0.0))
+        FAILED_CELLS[:] = failed_cells(Path(str(config.hydra.sweep.dir)), self.started)

@@ -38,7 +38,7 @@ from distil.common.atomic import write_json_atomic
 from distil.common.console import console_script
 from distil.common.provenance import provenance
 from distil.errors import DistilError, did_you_mean
-from distil.store.admin import build_lock, lock_is_held
+from distil.store.admin import build_lock
 from distil.tables import ledger
 from distil.tables.cells import (
     RECORDED_RECIPE,
@@ -269,8 +269,9 @@ def dry_run(preset: TablePreset, cells: list[Cell], root: Path) -> None:
     collected = collect(runs, root)
     for cell in collected:
         state = "done" if cell.error is None else cell.error
-        if cell.error is not None and lock_is_held(root, f"cell-{cell.key}"):
-            state = "running (another worker)"
+        if cell.error is not None:
+            with cell_lock(root, cell.key, create=False) as free:
+                state = state if free else "running (another worker)"
         console.print(f"  {cell.key}  {run_label(preset, cell)}: {state}  "
                       f"[{' '.join(cell.overrides)}]", markup=False)
     if runs and preset.kind == "sweep":
