@@ -8,6 +8,7 @@ to top, each folder with its floor; a module may import its own folder or a lowe
   above    peers, serve (a saved student: needs no training code), then run (one run)
   wings    bench, then papers and tables                 sit on top; nothing below imports them
   cli      the `distil` command                          nothing imports it
+           (and distil/__main__.py, `python -m distil`: an entry point like the console script)
 """
 
 from __future__ import annotations
@@ -54,8 +55,13 @@ MODULES = {module_name(path): path for path in sorted(PACKAGE.rglob("*.py"))}
 IMPORTS = {name: {target for target in imports_of(path) if target in MODULES} for name, path in MODULES.items()}
 
 
+ENTRY_POINTS = {"distil.__main__": "cli"}  # `python -m distil` (and torchrun -m distil) is the command
+
+
 def folder(module: str) -> str | None:
     """The top-level folder (or root module) a module belongs to; None for the package itself."""
+    if module in ENTRY_POINTS:
+        return ENTRY_POINTS[module]
     parts = module.split(".")
     return parts[1] if len(parts) > 1 else None
 
@@ -72,7 +78,7 @@ def test_every_folder_has_a_floor():
 
 def test_the_package_root_holds_only_folders_init_and_errors():
     loose = sorted(p.name for p in PACKAGE.glob("*.py"))
-    assert loose == ["__init__.py", "errors.py"]
+    assert loose == ["__init__.py", "__main__.py", "errors.py"]
 
 
 def test_no_import_points_up():

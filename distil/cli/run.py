@@ -27,6 +27,9 @@ from distil.run.sweep import FAILED_CELLS, INTERRUPTED_STATUS
 register_configs()
 register_run_dir_resolver()
 
+# Ranks other than 0 of a torchrun run write no file in the run directory (no .hydra/, no distil.log):
+# rank 0 writes them all, and the others print warnings and errors only.
+QUIET_RANK = ("hydra.output_subdir=null", "hydra/job_logging=disabled")
 UNEXPECTED_EXIT = 1  # a bug (bad input exits 2): the traceback is in the run's log
 INTERRUPTED = ("distil: interrupted; rerun the same command to continue (finished teachers and cached targets "
                "are reused)")
@@ -34,6 +37,7 @@ INTERRUPTED = ("distil: interrupted; rerun the same command to continue (finishe
 
 @hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")
 def _run(cfg: DictConfig) -> float | None:
+    from distil.common import distributed
     from distil.config.overrides import replace_files_map
     from distil.run import pipeline  # heavy imports (torch, transformers) only when running
     from distil.run.display import print_run
@@ -53,9 +57,10 @@ def _run(cfg: DictConfig) -> float | None:
 
     def fail(reason: str, line: str, code: int) -> None:
         """metrics.json says why; a single run exits, a sweep records the cell and goes on."""
-        write_json_atomic(run_dir / "metrics.json",
-                                   {"status": f"failed: {reason}", "choices": choices, "overrides": overrides})
-        print(line, file=sys.stderr)
+        if distributed.is_main():
+            write_json_atomic(run_dir / "metrics.json",
+                              {"status": f"failed: {reason}", "choices": choices, "overrides": overrides})
+            print(line, file=sys.stderr)
         if hydra_cfg.mode != RunMode.MULTIRUN:
             sys.exit(code)  # in a sweep the cell is recorded and the others go on (SweepFailures)
 
@@ -64,16 +69,18 @@ def _run(cfg: DictConfig) -> float | None:
     except DistilError as error:
         return fail(str(error), f"distil: error: {error}", 2)
     except (KeyboardInterrupt, Terminated):
-        write_json_atomic(run_dir / "metrics.json", {"status": INTERRUPTED_STATUS, "choices": choices,
-                                                              "overrides": overrides})
+        if distributed.is_main():
+            write_json_atomic(run_dir / "metrics.json", {"status": INTERRUPTED_STATUS, "choices": choices,
+                                                         "overrides": overrides})
         raise  # stops a sweep too: main prints the one line
     except Exception as error:  # a bug, not bad input: one line here, the traceback in the run's log
         reason = f"unexpected {type(error).__name__}: {error}"
         return fail(reason, f"distil: error: {reason} (traceback in {log_traceback(run_dir)}); please report it",
                     UNEXPECTED_EXIT)
     try:
-        print_run(metrics)
-        print(f"metrics: {run_dir / 'metrics.json'}")
+        if distributed.is_main():
+            print_run(metrics)
+            print(f"metrics: {run_dir / 'metrics.json'}")
     except BrokenPipeError:  # stdout piped to `head`: the run is done and its metrics.json written
         silence_stdout()
     return metrics["student"]["dev"][metrics["metric"]]  # sweepers optimise dev, never test
@@ -133,8 +140,23 @@ def _main() -> None:
     if problem:
         print(f"distil: error: {problem}", file=sys.stderr)
         sys.exit(2)
+    several = int(os.environ.get("WORLD_SIZE", "1")) > 1  # torchrun: torch is imported only then
+    if several:
+        from distil.common import distributed
+
+        try:
+            distributed.init_from_env()  # the processes join before Hydra picks the run directory
+        except DistilError as error:
+            print(f"distil: error: {error}", file=sys.stderr)
+            sys.exit(2)
+        if not distributed.is_main():
+            args = [*args, *QUIET_RANK]
     sys.argv[1:] = args  # Hydra reads sys.argv: DISTIL_CONFIG_DIR is now a hydra.searchpath entry
-    _run()
+    try:
+        _run()
+    finally:
+        if several:
+            distributed.shutdown()
     if FAILED_CELLS:
         print(f"distil: error: {len(FAILED_CELLS)} sweep cell(s) failed (status in their metrics.json): "
               f"{', '.join(FAILED_CELLS)}", file=sys.stderr)

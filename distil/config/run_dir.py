@@ -7,6 +7,7 @@ takes `<path>_2`, `<path>_3`, ... Names stay readable and sort by start time (`2
 Hydra copies that cache into every sweep cell's config, so one run resolves to one directory.
 A directory given explicitly (hydra.run.dir=..., hydra.sweep.dir=...) is used as it is: a
 sweep re-run into its own directory is how an interrupted sweep resumes (distil/run/sweep.py).
+Under torchrun rank 0 creates the directory and the other ranks take its name.
 """
 
 from __future__ import annotations
@@ -33,5 +34,13 @@ def unique_dir(base: str) -> str:
             candidate = path.with_name(f"{path.name}_{n}")
 
 
+def one_dir_for_every_rank(base: str) -> str:
+    """`unique_dir(base)` chosen by rank 0 and told to the others: one run over several processes
+    (torchrun) is one run directory. Every rank resolves it once, at the same point of Hydra's start."""
+    from distil.common import distributed
+
+    return distributed.broadcast(unique_dir(base) if distributed.is_main() else None)
+
+
 def register_run_dir_resolver() -> None:
-    OmegaConf.register_new_resolver(RESOLVER, unique_dir, use_cache=True, replace=True)
+    OmegaConf.register_new_resolver(RESOLVER, one_dir_for_every_rank, use_cache=True, replace=True)

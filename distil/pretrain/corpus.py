@@ -82,6 +82,13 @@ class Batch:
     labels: torch.Tensor          # [B, T]: the original wordpiece at chosen positions, -100 elsewhere
     next_sentence_label: torch.Tensor | None  # [B]: 0 when b follows a in the corpus, 1 when random
 
+    def select(self, rows: np.ndarray) -> Batch:
+        """These rows of the batch (one process's part of a batch drawn whole on every process)."""
+        index = torch.from_numpy(np.asarray(rows, dtype=np.int64))
+        return Batch(*(None if value is None else value[index] for value in
+                       (self.input_ids, self.attention_mask, self.token_type_ids, self.labels,
+                        self.next_sentence_label)))
+
 
 class ExampleSampler:
     """BERT's pre-training examples (Devlin et al. 2018, Appendix A.1): [CLS] a [SEP] (b [SEP]),

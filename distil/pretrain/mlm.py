@@ -31,6 +31,7 @@ import torch
 from safetensors.torch import save_file
 from transformers import BertConfig, BertForMaskedLM, BertForPreTraining, get_linear_schedule_with_warmup
 
+from distil.common import distributed
 from distil.common.progress import progress_bar
 from distil.common.runtime import current, fetch, precision_key
 from distil.config.schema import PretrainConfig, as_plain_dict
@@ -176,16 +177,23 @@ def pretrain(cfg: PretrainConfig, layers: int, hidden: int, tokenizer, lines: li
         bar = progress.add_task(f"pre-training L{layers}/H{hidden} (masked LM)", total=cfg.steps, completed=step,
                                 status="")
         while step < cfg.steps:
-            batch = runtime.put(sampler.batch(cfg.batch_size, rng, generator))
-            with runtime.autocast():
-                mlm_loss, nsp_loss = losses(model, batch, nsp)
-                loss = mlm_loss + (nsp_loss if nsp_loss is not None else 0.0)
-            no_nsp = torch.zeros_like(mlm_loss)
-            mlm_value, nsp_value = host_values(mlm_loss, nsp_loss if nsp_loss is not None else no_nsp)
+            # drawn whole on every process (one generator state); under torchrun each trains on its rows
+            whole = sampler.batch(cfg.batch_size, rng, generator)
+            rows, weight = distributed.my_rows(cfg.batch_size)
+            batch = runtime.put(whole.select(rows) if distributed.active() else whole)
+            loss, mlm_value, nsp_value = None, 0.0, 0.0
+            if weight > 0:
+                with runtime.autocast():
+                    mlm_loss, nsp_loss = losses(model, batch, nsp)
+                    loss = mlm_loss + (nsp_loss if nsp_loss is not None else 0.0)
+                no_nsp = torch.zeros_like(mlm_loss)
+                mlm_value, nsp_value = host_values(mlm_loss, nsp_loss if nsp_loss is not None else no_nsp)
+            if distributed.active():  # the global batch's losses, on every process
+                mlm_value, nsp_value = distributed.total(mlm_value * weight, nsp_value * weight)
             if not math.isfinite(mlm_value + nsp_value):  # stop before it reaches the weights
                 raise DistilError(f"pre-training diverged at step {step + 1} (loss {mlm_value + nsp_value}); "
                                   f"lower pretrain.lr (now {cfg.lr:g})")
-            optimiser_step(loss, optimizer, list(model.parameters()), BERT_GRAD_CLIP, scheduler, scaler)
+            optimiser_step(loss, optimizer, list(model.parameters()), BERT_GRAD_CLIP, scheduler, scaler, weight)
             step += 1
             running["mlm"] += mlm_value
             running["nsp"] += nsp_value
@@ -196,7 +204,7 @@ def pretrain(cfg: PretrainConfig, layers: int, hidden: int, tokenizer, lines: li
                 entry = {"step": step, "mlm_loss": running["mlm"] / running["n"]}
                 if nsp:
                     entry["nsp_loss"] = running["nsp"] / running["n"]
-                heldout_mlm = heldout_loss(model, heldout_batches) if evaluate else None
+                heldout_mlm = heldout_loss(model, heldout_batches) if evaluate and distributed.is_main() else None
                 if heldout_mlm is not None:  # None: the slice drew no position to predict
                     entry["heldout_mlm_loss"] = heldout_mlm
                 history.append(entry)
@@ -211,9 +219,10 @@ def pretrain(cfg: PretrainConfig, layers: int, hidden: int, tokenizer, lines: li
     encoder = {name.removeprefix("bert."): tensor.detach().cpu().contiguous()
                for name, tensor in model.state_dict().items()
                if name.startswith("bert.") and not name.startswith("bert.pooler.")}
-    save_file(encoder, out / WEIGHTS)
-    (out / "config.json").write_text(json.dumps(config.to_dict(), indent=2))
-    checkpoint.unlink(missing_ok=True)  # complete: nothing to resume
+    if distributed.is_main():  # under torchrun: rank 0 writes the build directory
+        save_file(encoder, out / WEIGHTS)
+        (out / "config.json").write_text(json.dumps(config.to_dict(), indent=2))
+        checkpoint.unlink(missing_ok=True)  # complete: nothing to resume
     heldout_curve = [entry["heldout_mlm_loss"] for entry in history if "heldout_mlm_loss" in entry]
     return {"steps": step, "history": history, "sentences": len(sentences),
             "wordpieces": int(sentences.lengths().sum()), "seconds": round(time.perf_counter() - started, 1),

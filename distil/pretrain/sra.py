@@ -43,6 +43,7 @@ import torch
 from omegaconf import OmegaConf
 from safetensors.torch import load_file, save_file
 
+from distil.common import distributed
 from distil.common.progress import progress_bar
 from distil.common.runtime import current, fetch, precision_key
 from distil.config.schema import as_plain_dict
@@ -50,6 +51,7 @@ from distil.data.batching import length_bucketed_batches, pad, shuffled_batches
 from distil.errors import DistilError, check_choice
 from distil.pretrain.corpus import lines_digest, read_lines
 from distil.store.artifacts import Artifact, ArtifactStore
+from distil.store.claims import ShardClaims
 from distil.students.sra import SRAStudent
 from distil.students.vocab import TrimmedVocab
 from distil.training.checkpoint import Checkpoint, cuda_rng_states, restore_rng_states
@@ -197,33 +199,38 @@ def shared_vectors(cfg, teacher_name: str, teacher_identity: dict, load_encoder,
 
 def corpus_vectors(cfg, load_encoder, tokenizer, lines: list[str], out: Path) -> dict:
     """The teacher's sentence vectors of every line into `out`/VECTORS, in pieces of VECTORS_CHUNK
-    lines, each saved as it is done, so a killed build resumes at the first piece missing."""
-    every, encoder = None, None
+    lines, each saved as it is done, so a killed build resumes at the first piece missing. Under
+    torchrun each piece is computed by the rank that claims it (store.claims), and rank 0 joins them."""
+    encoder, claims = None, ShardClaims(out)
+    starts = range(0, len(lines), VECTORS_CHUNK)
     with progress_bar() as progress:
         bar = progress.add_task(f"teacher sentence vectors of the corpus ({cfg.pooling})", total=len(lines),
                                 status="")
-        for start in range(0, len(lines), VECTORS_CHUNK):
-            piece = out / f"piece-{start:09d}.safetensors"
-            if not piece.is_file():
-                ids = tokenizer(lines[start:start + VECTORS_CHUNK], truncation=True,
-                                max_length=cfg.max_length)["input_ids"]
-                encoder = encoder or load_encoder()  # on the runtime's device (teacher.load.load_encoder)
-                vectors = sentence_vectors(encoder, ids, tokenizer.pad_token_id, cfg.pooling,
-                                           progress=lambda n: progress.advance(bar, n))
-                partial = piece.with_suffix(".partial")
-                save_file({"vectors": vectors.contiguous()}, partial)
-                os.replace(partial, piece)
-            else:
-                progress.advance(bar, min(VECTORS_CHUNK, len(lines) - start))
-            vectors = load_file(piece)["vectors"]
-            if every is None:
-                every = torch.empty((len(lines), vectors.shape[1]))
-            every[start:start + len(vectors)] = vectors
-    partial = (out / VECTORS).with_suffix(".partial")
-    save_file({"vectors": every}, partial)
-    os.replace(partial, out / VECTORS)
-    for piece in out.glob("piece-*.safetensors"):
-        piece.unlink()
+        for wait in (False, True):  # first the pieces no process holds, then (waiting) those others held
+            for start in starts:
+                piece = out / f"piece-{start:09d}.safetensors"
+                with claims.take(piece.name, wait=wait) as mine:
+                    if not mine or piece.is_file():
+                        continue
+                    ids = tokenizer(lines[start:start + VECTORS_CHUNK], truncation=True,
+                                    max_length=cfg.max_length)["input_ids"]
+                    encoder = encoder or load_encoder()  # on the runtime's device (teacher.load.load_encoder)
+                    vectors = sentence_vectors(encoder, ids, tokenizer.pad_token_id, cfg.pooling,
+                                               progress=lambda n: progress.advance(bar, n))
+                    partial = piece.with_suffix(".partial")
+                    save_file({"vectors": vectors.contiguous()}, partial)
+                    os.replace(partial, piece)
+        progress.update(bar, completed=len(lines))
+    pieces = [load_file(out / f"piece-{start:09d}.safetensors")["vectors"] for start in starts]
+    every = torch.cat(pieces) if pieces else torch.empty((0, 0))
+    distributed.barrier()  # every rank has read the pieces
+    if distributed.is_main():
+        partial = (out / VECTORS).with_suffix(".partial")
+        save_file({"vectors": every}, partial)
+        os.replace(partial, out / VECTORS)
+        for piece in out.glob("piece-*.safetensors"):
+            piece.unlink()
+        claims.remove()
     return {"sentences": len(lines), "sentence_size": int(every.shape[1])}
 
 
@@ -250,9 +257,10 @@ def distil_agnostic(cfg, load_encoder, tokenizer, student_cfg, initial_rows, lin
                 bar = progress.add_task(f"teacher sentence vectors ({cfg.pooling})", total=len(ids), status="")
                 every = sentence_vectors(encoder, ids, pad_id, cfg.pooling,
                                          progress=lambda n: progress.advance(bar, n))
-            partial = vectors_path.with_suffix(".partial")
-            save_file({"vectors": every.contiguous()}, partial)
-            os.replace(partial, vectors_path)
+            if distributed.is_main():
+                partial = vectors_path.with_suffix(".partial")
+                save_file({"vectors": every.contiguous()}, partial)
+                os.replace(partial, vectors_path)
         targets, held_targets = every[:len(lines)], every[len(lines):]
     ids, held_ids = ids[:len(lines)], ids[len(lines):]
     vocab = TrimmedVocab.whole(len(tokenizer))  # every wordpiece: rows 2.. are teacher ids 0..
@@ -308,11 +316,16 @@ def distil_agnostic(cfg, load_encoder, tokenizer, student_cfg, initial_rows, lin
             for rows in batches[position:]:
                 if step >= budget:
                     break
-                inputs, wanted = runtime.put((pad([mapped[r] for r in rows]), targets[torch.from_numpy(rows)]))
-                with runtime.autocast():
-                    loss = representation_cosine(student.sentence(*inputs), wanted)
-                optimiser_step(loss, optimizer, student.parameters(), scaler=scaler)
-                value = float(fetch(loss))  # the step's one wait for the device
+                # under torchrun each process trains on its rows of the global batch
+                mine, weight = distributed.share(rows), len(distributed.share(rows)) / len(rows)
+                loss, value = None, 0.0
+                if len(mine):
+                    inputs, wanted = runtime.put((pad([mapped[r] for r in mine]), targets[torch.from_numpy(mine)]))
+                    with runtime.autocast():
+                        loss = representation_cosine(student.sentence(*inputs), wanted)
+                    value = float(fetch(loss))  # the step's one wait for the device
+                optimiser_step(loss, optimizer, list(student.parameters()), scaler=scaler, weight=weight)
+                value = distributed.total(value * weight)
                 total += value * len(rows)
                 step, position = step + 1, position + 1
                 progress.update(bar, advance=1, status=f"loss {value:.4f}")
@@ -333,9 +346,10 @@ def distil_agnostic(cfg, load_encoder, tokenizer, student_cfg, initial_rows, lin
     # from the CPU: the artifact's bytes are the same whichever device trained it
     weights = {k: v.detach().cpu().contiguous() for k, v in student.state_dict().items()
                if not k.startswith("classifier.")}
-    save_file(weights, out / WEIGHTS)
-    checkpoint.path.unlink(missing_ok=True)
-    vectors_path.unlink(missing_ok=True)  # the teacher's vectors served the build only
+    if distributed.is_main():  # under torchrun: rank 0 writes the build directory
+        save_file(weights, out / WEIGHTS)
+        checkpoint.path.unlink(missing_ok=True)
+        vectors_path.unlink(missing_ok=True)  # the teacher's vectors served the build only
     return {"epochs": epoch, "steps": step, "history": history, "sentences": len(lines), "held_out": len(held_out),
             "heldout": cfg.heldout, "sentence_size": int(targets.shape[1]),
             "seconds": round(time.perf_counter() - started, 1), "final_loss": history[-1]["loss"],

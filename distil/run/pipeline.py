@@ -14,6 +14,7 @@ import torch
 from omegaconf import OmegaConf
 
 from distil.augment.build import make_augmenter
+from distil.common import distributed
 from distil.common.atomic import write_json_atomic
 from distil.common.runtime import CPU, Runtime, current, use
 from distil.config.schema import Config, StudentConfig
@@ -107,7 +108,8 @@ def _run(cfg: Config, plan: RunPlan, run_dir: Path, choices: dict, overrides: li
     phases = Phases(started)
 
     store = ArtifactStore(cfg.paths.cache)
-    store.remove_stale_builds()  # what killed runs left and no build will resume
+    if distributed.is_main():  # under torchrun every file is rank 0's to write or remove
+        store.remove_stale_builds()  # what killed runs left and no build will resume
     data, prepared = prepare_data(cfg, task, store)
     log.info("data %s (%s): %s", data.name, task.name, data.summary())
     phases.lap("data")
@@ -167,7 +169,8 @@ def _run(cfg: Config, plan: RunPlan, run_dir: Path, choices: dict, overrides: li
     metrics["warnings"] = run_warnings(task, data, prepared["dev"], student, dev_classes)
     for warning in metrics["warnings"]:
         log.warning(warning)
-    write_json_atomic(run_dir / "metrics.json", metrics)
+    if distributed.is_main():
+        write_json_atomic(run_dir / "metrics.json", metrics)
     return metrics
 
 
@@ -414,7 +417,9 @@ def measure_speed(examples: int, teacher, student, teacher_ids: Ragged, student_
 
 
 def save_student(result: StudentResult, cfg: Config, plan: RunPlan, data: TaskData, tokenizer, out: Path) -> None:
-    """The student's folder (distil/serve/student.py holds its format, and reads it back)."""
+    """The student's folder (distil/serve/student.py holds its format, and reads it back); rank 0's alone."""
+    if not distributed.is_main():
+        return
     write_student(out, result.model, result.vocab, tokenizer, student=OmegaConf.to_container(cfg.student),
                   task=plan.task, labels=plan.task.output_names(data.label_names),
                   teacher_hidden_size=result.teacher_hidden_size, representation_head=plan.with_hidden,

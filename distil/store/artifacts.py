@@ -29,6 +29,7 @@ not named like a build.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hashlib
 import json
@@ -43,6 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from distil.common import distributed
 from distil.errors import DistilError
 
 log = logging.getLogger(__name__)
@@ -136,16 +138,24 @@ class ArtifactStore:
         spec: dict[str, Any],
         build: Callable[[Path], dict[str, Any]],
         describe: dict[str, Any] | None = None,
+        assist: Callable[[Path], None] | None = None,
     ) -> Artifact:
         """Return the artifact for `spec`, building it with `build(build_dir) -> info` if needed.
 
-        `build` may find files of an earlier interrupted build in `build_dir` and keep them."""
+        `build` may find files of an earlier interrupted build in `build_dir` and keep them. With
+        `assist`, a process that finds another one building the artifact first calls
+        `assist(build_dir)` to do part of that build beside it (the cache's shards, each claimed by one
+        process), then waits for it as any other. Under torchrun every rank calls this alike and builds
+        together (`_build_together`)."""
+        if distributed.active():
+            return self._build_together(kind, name, spec, build, describe)
         key = self.key(name, spec)
         final = self.root / kind / key
         if final.exists() and self.verify(final) is None and (reused := self._reuse(final)) is not None:
             return reused
         self._release_shared(key)  # our own read lock would block the rebuild
-        with self.lock(key):
+        helping = (lambda: assist(self.build_dir(key))) if assist is not None else None
+        with self.lock(key, while_waiting=helping):
             problem = self.verify(final) if final.exists() else None
             built_meanwhile = final.exists() and problem is None  # by the run we waited for
             if not built_meanwhile:
@@ -161,15 +171,59 @@ class ArtifactStore:
         self._hold_shared(key)
         return Artifact(key, final, False, info)
 
+    def _build_together(self, kind: str, name: str, spec: dict[str, Any], build: Callable[[Path], dict[str, Any]],
+                        describe: dict[str, Any] | None) -> Artifact:
+        """One artifact for every rank of a torchrun run: rank 0 takes the build lock and decides (reuse,
+        or build), every rank then runs `build` into the one build directory (each doing its part:
+        the cache's shards are claimed one process each, the rest is rank 0's to write), and rank 0
+        seals it. No other rank touches the lock: one waiting on it would never reach the collectives
+        rank 0 waits in."""
+        key = self.key(name, spec)
+        final, tmp = self.root / kind / key, self.build_dir(key)
+        with contextlib.ExitStack() as held:
+            decision = "reuse"
+            if distributed.is_main():
+                if not (final.exists() and self.verify(final) is None):
+                    self._release_shared(key)
+                    held.enter_context(self.lock(key))
+                    problem = self.verify(final) if final.exists() else None
+                    if not final.exists() or problem is not None:
+                        if problem is not None:
+                            log.warning("cached %s %s is damaged (%s): rebuilding what is missing", kind, key, problem)
+                            self._return_to_build(final, tmp)
+                        tmp.mkdir(parents=True, exist_ok=True)
+                        decision = "build"
+            if distributed.broadcast(decision) == "build":
+                info = self._run_build(tmp, build)
+                distributed.barrier()  # every rank's part is in the build directory
+                if distributed.is_main():
+                    self._seal(kind, key, spec, describe, final, tmp, info)
+                info = distributed.broadcast(info)
+        distributed.barrier()  # sealed, and rank 0's exclusive lock let go
+        reused = self._reuse(final)
+        if reused is None:
+            raise DistilError(f"{kind} {key} was removed while this run built it; run the command again")
+        return reused if decision == "reuse" else Artifact(key, final, False, info)
+
+    def _run_build(self, tmp: Path, build: Callable[[Path], dict[str, Any]]) -> dict[str, Any]:
+        try:
+            return build(tmp)
+        except DistilError:
+            if distributed.is_main():
+                shutil.rmtree(tmp, ignore_errors=True)  # bad input: nothing worth resuming
+            raise
+
     def _build(self, kind: str, key: str, spec: dict[str, Any], build: Callable[[Path], dict[str, Any]],
                describe: dict[str, Any] | None, final: Path) -> dict[str, Any]:
         tmp = self.build_dir(key)
         tmp.mkdir(parents=True, exist_ok=True)
-        try:
-            info = build(tmp)
-        except DistilError:
-            shutil.rmtree(tmp, ignore_errors=True)  # bad input: nothing worth resuming
-            raise
+        info = self._run_build(tmp, build)
+        self._seal(kind, key, spec, describe, final, tmp, info)
+        return info
+
+    def _seal(self, kind: str, key: str, spec: dict[str, Any], describe: dict[str, Any] | None, final: Path,
+              tmp: Path, info: dict[str, Any]) -> None:
+        """The manifest of a finished build, and the build directory renamed to the artifact."""
         files = {
             str(p.relative_to(tmp)): {"sha256": file_sha256(p), "bytes": p.stat().st_size}
             for p in sorted(tmp.rglob("*"))
@@ -181,21 +235,25 @@ class ArtifactStore:
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2, default=str))
         final.parent.mkdir(parents=True, exist_ok=True)
         os.replace(tmp, final)  # atomic: readers see nothing or a complete artifact
-        return info
 
     def build_dir(self, key: str) -> Path:
         return self.root / "tmp" / key
 
     @contextmanager
-    def lock(self, key: str) -> Iterator[None]:
+    def lock(self, key: str, while_waiting: Callable[[], None] | None = None) -> Iterator[None]:
         """Exclusive, across processes, for one key; released if the process dies. The holder
-        writes its pid into the lock file, so a waiting run can say whom it waits for."""
+        writes its pid into the lock file, so a waiting run can say whom it waits for. A process
+        that has to wait first runs `while_waiting()`, if given (help with the build it waits for)."""
         with self._lock_path(key).open("a+") as handle:
             try:
                 fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 holder = lock_holder(handle)
-                log.info("waiting for another run%s to build %s", f" (process {holder})" if holder else "", key)
+                who = f"another run{f' (process {holder})' if holder else ''}"
+                if while_waiting is not None:
+                    log.info("%s is building %s: helping with it", who, key)
+                    while_waiting()
+                log.info("waiting for %s to build %s", who, key)
                 fcntl.flock(handle, fcntl.LOCK_EX)
             handle.truncate(0)  # "a+" appends: the file holds our pid alone
             handle.write(str(os.getpid()))

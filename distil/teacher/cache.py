@@ -39,12 +39,14 @@ import struct
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import numpy as np
 import torch
 from safetensors.torch import save_file
 
+from distil.common import distributed
 from distil.common.progress import progress_bar
 from distil.common.runtime import current, fetch, precision_key
 from distil.config.schema import TeacherConfig
@@ -52,6 +54,7 @@ from distil.data.prepared import PreparedSplit
 from distil.data.split import TaskData
 from distil.errors import DistilError
 from distil.store.artifacts import Artifact, ArtifactStore, file_problem
+from distil.store.claims import ShardClaims
 from distil.tasks import Task
 from distil.teacher.finetune import lr_setting
 from distil.teacher.inference import pick, teacher_batches
@@ -90,17 +93,19 @@ def ensure_targets(cfg: TeacherConfig, teacher: Artifact, task: Task, data: Task
                 log.info("reusing cached teacher targets %s (logits only needed)", superset.path)
                 return superset
 
-    def build(out: Path) -> dict:
+    def build(out: Path, assisting: bool = False) -> dict:
         digests = {split: data.fingerprint(split) for split in prepared}
         donors = find_donors(store, cfg.name, spec(layer, apart), digests)
         return write_targets(out, task, prepared, layer, cfg.shard_size, cfg.eval_batch_size, load_teacher,
-                             apart, fix=f"lower {lr_setting(cfg.finetune)}", digests=digests, donors=donors)
+                             apart, fix=f"lower {lr_setting(cfg.finetune)}", digests=digests, donors=donors,
+                             assisting=assisting)
 
     describe = {"teacher": cfg.name, "dataset": data.name, "task": task.name,
                 "layers": [] if layer is None else [layer], "examples": data.summary()}
     if apart:
         describe["hidden"] = "each sentence of a pair alone"
-    artifact = store.get_or_build("targets", cfg.name, spec(layer, apart), build, describe=describe)
+    artifact = store.get_or_build("targets", cfg.name, spec(layer, apart), build, describe=describe,
+                                  assist=partial(build, assisting=True))
     if artifact.reused:
         log.info("reusing cached teacher targets %s; not running the teacher again", artifact.path)
     else:
@@ -158,13 +163,21 @@ def find_donors(store: ArtifactStore, name: str, spec: dict, digests: dict[str, 
 def write_targets(out: Path, task: Task, prepared: dict[str, PreparedSplit], layer: int | None,
                   shard_size: int, batch_size: int, load_teacher: Callable[[], tuple], apart: bool = False,
                   fix: str = "lower the teacher's fine-tuning learning rate", digests: dict[str, str] | None = None,
-                  donors: dict[str, DonorSplit] | None = None) -> dict:
+                  donors: dict[str, DonorSplit] | None = None, assisting: bool = False) -> dict:
     """Write every missing shard into `out` (shards already there are complete: kept); `fix` is
     what the error for a non-finite shard tells the user to do. `digests` (split -> content
     fingerprint) go into the layout; a split in `donors` with the same shard bounds takes the
-    donor's shards instead of running the teacher."""
+    donor's shards instead of running the teacher.
+
+    Several processes can fill one `out` together (torchrun's ranks, or independent runs on a shared
+    file system, `assisting` the one that holds the build lock): each shard is computed by the process
+    that claims it (`ShardClaims`), so every process runs the teacher on different shards. The
+    builder (not `assisting`) then waits for the shards others hold, and computes any whose process
+    died, so it returns only when every shard is there."""
     digests, donors = digests or {}, donors or {}
     layout = {"per_token": task.per_token, "layer": layer, "apart": apart, "splits": {}}
+    claims = ShardClaims(out)
+    out.mkdir(parents=True, exist_ok=True)  # an assisting process may come before the builder made it
     passes = 3 if apart else 1  # the joined pair for the logits, then each sentence alone
     teacher = None
     with progress_bar() as progress:
@@ -185,20 +198,38 @@ def write_targets(out: Path, task: Task, prepared: dict[str, PreparedSplit], lay
             bar = progress.add_task(f"caching teacher outputs: {split}", total=passes * len(examples),
                                     completed=passes * done,
                                     status=f"resuming at shard {missing[0]}" if missing and done else "")
-            for index in missing:
+            def write(index: int, bar=bar, split=split, examples=examples, bounds=bounds) -> None:
+                nonlocal teacher
                 if teacher is None:
                     teacher = load_teacher()
                 model, tokenizer = teacher
                 start, end = bounds[index]
                 tensors = compute_shard(model, task, examples, np.arange(start, end), tokenizer.pad_token_id,
-                                        batch_size, layer, progress=lambda n, bar=bar: progress.advance(bar, n),
+                                        batch_size, layer, progress=lambda n: progress.advance(bar, n),
                                         apart=apart)
-                check_finite(tensors, split, start, end, fix)
+                try:
+                    check_finite(tensors, split, start, end, fix)
+                except DistilError:
+                    claims.remove()  # the store removes the build directory too: bad settings, not work to resume
+                    raise
                 path = out / shard_name(split, index)
-                partial = path.with_suffix(".partial")
-                save_file(tensors, partial)
-                os.replace(partial, path)  # a shard under its final name is complete
+                unfinished = path.with_suffix(".partial")  # one writer per shard: its claim's holder
+                save_file(tensors, unfinished)
+                os.replace(unfinished, path)  # a shard under its final name is complete
                 del tensors  # the next shard is computed without this one alive
+
+            for wait in (False,) if assisting else (False, True):  # first the free shards, then the held
+                for index in missing:
+                    with claims.take(shard_name(split, index), wait=wait) as mine:
+                        if not mine or (out / shard_name(split, index)).is_file():
+                            continue  # another process has it, or finished it meanwhile
+                        write(index)
+                if wait:  # every shard is there now: what others computed counts as done
+                    progress.update(bar, completed=passes * len(examples))
+    if not assisting:
+        distributed.barrier()  # no rank still reads a claim
+        if distributed.is_main():
+            claims.remove()
     return layout
 
 

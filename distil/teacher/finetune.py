@@ -38,6 +38,7 @@ import numpy as np
 import torch
 from transformers import get_linear_schedule_with_warmup
 
+from distil.common import distributed
 from distil.common.runtime import current, precision_key
 from distil.config.schema import FineTuneConfig, TeacherConfig
 from distil.data.batching import shuffled_batches
@@ -231,21 +232,25 @@ def _finetune(cfg: TeacherConfig, task: Task, data: TaskData, prepared: dict[str
         grid["runs"].append(run)
         if len(rates) > 1:
             Checkpoint(out / GRID).save(grid)  # atomic: this rate is done even if the next is interrupted
-        (out / CHECKPOINT).unlink(missing_ok=True)
+        if distributed.is_main():  # under torchrun: the one process that writes the build directory
+            (out / CHECKPOINT).unlink(missing_ok=True)
     best = grid["runs"][grid["best"]]
     if model is None or grid["best"] != len(rates) - 1:
         model, tokenizer = load_pretrained(cfg, task, data.label_names, seed, hub_offline)
         model.load_state_dict(grid["best_state"])
     check_finite_weights(model, best["steps"], lr_setting(hp))
-    model.save_pretrained(out)
-    tokenizer.save_pretrained(out)
-    (out / GRID).unlink(missing_ok=True)
+    if distributed.is_main():
+        model.save_pretrained(out)
+        tokenizer.save_pretrained(out)
+        (out / GRID).unlink(missing_ok=True)
     info = {
         "dev_score": float(best["selection"]),
         "dev_loss": best["selection"].loss,
         "metric": task.metric,
         **{k: v for k, v in best.items() if k != "selection"},
         "params": sum(p.numel() for p in model.parameters()),
+        # not in the key, as the device is not: the same recipe on every global batch, one teacher for all
+        **({"processes": distributed.world_size()} if distributed.active() else {}),
     }
     if len(rates) > 1:
         info["lr_grid"] = [{"lr": r["lr"], "dev": float(r["selection"]), "dev_loss": r["selection"].loss,
@@ -273,10 +278,7 @@ def _train_once(model, task: Task, prepared: dict[str, PreparedSplit], pad_id: i
         labels = task.batch_labels(train, rows, ids.shape[1])
         ids, mask, labels = runtime.put((ids, mask, labels))  # the batch's one copy to the device
         logits = model(input_ids=ids, attention_mask=mask).logits  # under fit's autocast
-        loss = task.teacher_loss(logits.float(), labels)  # the loss in fp32 whatever the forward's precision
-        if not torch.isfinite(loss):  # never train on, select or cache a diverged teacher
-            raise diverged(f"loss {loss.item():g}")
-        return loss
+        return task.teacher_loss(logits.float(), labels)  # the loss in fp32 whatever the forward's precision
 
     def diverged(what: str) -> DistilError:
         return DistilError(f"teacher fine-tuning diverged at step {step[0]} ({what})"
@@ -302,6 +304,7 @@ def _train_once(model, task: Task, prepared: dict[str, PreparedSplit], pad_id: i
         round_batches, loss_fn, evaluate,
         epochs=budget.rounds, grad_clip=1.0, scheduler=scheduler,
         description=description, checkpoint=checkpoint, rng=rng, **stopping,
+        on_nonfinite=lambda value: diverged(f"loss {value:g}"),  # never train on, select or cache a diverged teacher
     )
     return {
         "selection": result.best_dev,

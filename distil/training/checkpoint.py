@@ -13,6 +13,7 @@ the student trains, and is removed when the schedule has finished.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -26,6 +27,8 @@ from typing import Any
 
 import numpy as np
 import torch
+
+from distil.common import distributed
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +54,9 @@ class Checkpoint:
         return time.monotonic() - self._last_save >= self.every_seconds
 
     def save(self, state: dict) -> None:
+        """Whole or absent; written by rank 0 alone under torchrun (every rank holds the same state)."""
+        if not distributed.is_main():
+            return
         self.path.parent.mkdir(parents=True, exist_ok=True)
         partial = self.path.with_name(self.path.name + ".partial")
         torch.save(plain(state), partial)
@@ -149,7 +155,8 @@ class ScheduleCheckpoint:
         return StepCheckpoint(self, description)
 
     def remove(self) -> None:
-        shutil.rmtree(self.directory, ignore_errors=True)
+        if distributed.is_main():
+            shutil.rmtree(self.directory, ignore_errors=True)
 
 
 class StepCheckpoint:
@@ -190,7 +197,9 @@ def schedule_checkpoint(cache: str, recipe: dict, every_seconds: float, *parts: 
 
     key = training_key(recipe, *parts)
     store = ArtifactStore(cache)
-    with store.lock(f"checkpoint-{key}"):
+    # under torchrun rank 0 holds the lock for them all: another rank waiting on it would never reach
+    # the collectives rank 0 waits in
+    with store.lock(f"checkpoint-{key}") if distributed.is_main() else contextlib.nullcontext():
         checkpoint = ScheduleCheckpoint(store.root / "checkpoints" / key, every_seconds)
         yield checkpoint
         checkpoint.remove()

@@ -16,6 +16,7 @@ from typing import Any, Protocol
 import numpy as np
 import torch
 
+from distil.common import distributed
 from distil.common.progress import progress_bar
 from distil.common.runtime import current
 from distil.training.checkpoint import restore_rng_states, rng_states
@@ -62,6 +63,7 @@ def fit(
     baseline: bool = False,
     checkpoint: CheckpointLike | None = None,
     rng: np.random.Generator | None = None,
+    on_nonfinite: Callable[[float], Exception] | None = None,
 ) -> FitResult:
     """Train for up to `epochs`, stop after `patience` epochs without a better dev score, but never
     before `min_steps` optimiser steps: on a few hundred labels an epoch is a dozen steps, and a
@@ -78,7 +80,12 @@ def fit(
     epochs are saved there (model, optimiser, scheduler, the torch and `rng` random states,
     early-stopping state), and a run that finds one continues after that epoch exactly as if it
     had never stopped. A non-finite training loss stops training at once, before it changes the
-    weights; the best weights so far are restored and `FitResult.nonfinite` says where it was.
+    weights; the best weights so far are restored and `FitResult.nonfinite` says where it was, or,
+    with `on_nonfinite`, the error it makes of the loss is raised (every process sees the same loss).
+
+    On several processes (torchrun: distil.common.distributed) every process runs `fit` alike: each
+    trains on its rows of every global batch and steps with the gradients of them all, rank 0 alone
+    evaluates dev (its score decides for all) and saves checkpoints.
     """
     start = time.perf_counter()
     runtime = current()  # the device the model is on, and the precision of its forward passes
@@ -95,7 +102,7 @@ def fit(
         history, first_epoch, stopped, steps = [], 1, False, 0
         if baseline:
             model.eval()
-            best_dev = evaluate()
+            best_dev = distributed.from_main(evaluate)
             best_state = _snapshot(model)
             history.append({"epoch": 0, "dev": best_dev})
     nonfinite = None
@@ -112,21 +119,30 @@ def fit(
             model.train()
             running, seen = 0.0, 0
             for number, batch in enumerate(epoch_batches, 1):
-                with runtime.autocast():
-                    loss = loss_fn(batch)
-                value = loss.item()
+                # several processes: each takes its rows of the global batch, weighted by its share
+                rows, weight, loss, value = batch, 1.0, None, 0.0
+                if distributed.active():  # batches are row indices there
+                    rows = distributed.share(batch)
+                    weight = len(rows) / max(len(batch), 1)
+                if weight > 0:
+                    with runtime.autocast():
+                        loss = loss_fn(rows)
+                    value = loss.item()
+                value = distributed.total(value * weight)  # the global batch's mean loss, on every rank
                 if not math.isfinite(value):  # stop before it reaches the weights
+                    if on_nonfinite is not None:
+                        raise on_nonfinite(value)
                     nonfinite = f"epoch {epoch}, batch {number}"
                     log.warning("%s: training loss is %s at epoch %d, batch %d: stopping, keeping the best "
                                 "weights so far (epoch %d)", description, value, epoch, number, best_epoch)
                     break
-                optimiser_step(loss, optimizer, trainable, grad_clip, scheduler, scaler)
+                optimiser_step(loss, optimizer, trainable, grad_clip, scheduler, scaler, weight)
                 running, seen, steps = running + value, seen + 1, steps + 1
                 progress.update(task, advance=1, status=f"loss {running / seen:.4f}")
             if nonfinite:
                 break
             model.eval()
-            dev = evaluate()
+            dev = distributed.from_main(evaluate)  # one score decides for every process
             history.append({"epoch": epoch, "train_loss": running / max(seen, 1), "dev": dev})
             log.info("%s epoch %d: train loss %.4f, dev %.4f", description, epoch,
                      running / max(seen, 1), dev)
@@ -140,7 +156,7 @@ def fit(
                                                                                 or hold_min_steps(best_dev))):
                 log.info("%s: no dev improvement for %d epochs, stopping", description, patience)
                 stopped = True
-            if checkpoint is not None and checkpoint.due():
+            if checkpoint is not None and distributed.is_main() and checkpoint.due():
                 checkpoint.save({
                     "epoch": epoch, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
                     "scheduler": scheduler.state_dict() if scheduler is not None else None,
@@ -156,23 +172,29 @@ def fit(
     return FitResult(best_dev, best_epoch, epochs_run, time.perf_counter() - start, history, nonfinite)
 
 
-def optimiser_step(loss: torch.Tensor, optimizer: torch.optim.Optimizer, params: Sequence[torch.nn.Parameter],
+def optimiser_step(loss: torch.Tensor | None, optimizer: torch.optim.Optimizer, params: Sequence[torch.nn.Parameter],
                    grad_clip: float | None = None,
                    scheduler: torch.optim.lr_scheduler.LRScheduler | None = None,
-                   scaler: torch.amp.GradScaler | None = None) -> None:
+                   scaler: torch.amp.GradScaler | None = None, weight: float = 1.0) -> None:
     """One optimiser step, the same everywhere (`fit`, and the pre-training loops, which cannot use
     `fit`: see distil/pretrain/mlm.py and sra.py): gradients from `loss`, clipped to `grad_clip` in
     total norm over `params`, then the optimiser's and the scheduler's step. With an enabled `scaler`
     (fp16, Runtime.grad_scaler) the loss is scaled before backward and the gradients unscaled before
-    clipping; a step whose gradients overflowed is skipped, and the scale lowered."""
+    clipping; a step whose gradients overflowed is skipped, and the scale lowered. On several processes
+    (distil.common.distributed) each one's gradients count by its `weight`, its share of the global
+    batch, and every process steps with their sum; `loss` is None on a process with no rows of it."""
     optimizer.zero_grad(set_to_none=True)
     if scaler is None or not scaler.is_enabled():
-        loss.backward()
+        if loss is not None:
+            loss.backward()
+        distributed.sum_gradients(params, weight)
         if grad_clip:
             torch.nn.utils.clip_grad_norm_(params, grad_clip)
         optimizer.step()
     else:
-        scaler.scale(loss).backward()
+        if loss is not None:
+            scaler.scale(loss).backward()
+        distributed.sum_gradients(params, weight)
         if grad_clip:
             scaler.unscale_(optimizer)
             torch.nn.utils.clip_grad_norm_(params, grad_clip)

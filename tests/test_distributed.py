@@ -1,0 +1,120 @@
+"""One run on several processes: `torchrun --nproc_per_node=2 -m distil ...` on the CPU (gloo), as a user
+runs it, against the same command on one process."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from distil.store.artifacts import MANIFEST
+
+SMOKE = ["debug=smoke", "teacher.shard_size=10"]  # several shards a split: both processes cache some
+
+
+def distil(cwd: Path, *args: str, processes: int = 1, script: str | None = None) -> subprocess.CompletedProcess:
+    """The command in `cwd`, on one process or under torchrun (a free port per call: tests run in parallel)."""
+    if processes == 1:
+        command = [sys.executable, "-m", "distil", *args]
+    else:
+        start = ["-c", script] if script else ["-m", "distil"]
+        command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={processes}",
+                   *(["--no-python", sys.executable] if script else []), *start, *args]
+    env = {k: v for k, v in os.environ.items() if k != "DISTIL_OUTPUTS"}
+    env.update(HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1")
+    return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+
+
+def run_dirs(cwd: Path) -> list[Path]:
+    return sorted(p for p in (cwd / "outputs/runs").glob("*/*") if p.is_dir())
+
+
+def targets_dir(cwd: Path) -> Path:
+    (found,) = (cwd / "outputs/cache/targets").iterdir()
+    return found
+
+
+def shard_bytes(path: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(path.glob("*.safetensors"))}
+
+
+def test_torchrun_fine_tunes_caches_and_distils_in_one_run_directory(tmp_path):
+    """Two processes: the teacher fine-tuned on split batches, the cache built by both, a d1 student;
+    one run directory, one metrics.json, rank 0's log alone."""
+    done = distil(tmp_path, *SMOKE, "schedule=d1", processes=2)
+    assert done.returncode == 0, done.stderr[-3000:]
+    (run,) = run_dirs(tmp_path)
+    metrics = json.loads((run / "metrics.json").read_text())
+    assert metrics["status"] == "ok" and not metrics["artifacts"]["teacher_reused"]
+    assert done.stdout.count("metrics: ") == 1  # rank 0 alone prints the result
+    assert sorted(p.name for p in run.iterdir()) == [".hydra", "distil.log", "metrics.json", "student"]
+    teacher = next((tmp_path / "outputs/cache/teachers").iterdir())
+    manifest = json.loads((teacher / MANIFEST).read_text())
+    assert manifest["info"]["steps"] == metrics["teacher"]["finetune"]["steps"]
+    assert not any(name.endswith(".pt") for name in manifest["files"])  # no checkpoint sealed into it
+    assert not list((tmp_path / "outputs/cache/tmp").iterdir())  # no build directory, no claims left
+
+
+def test_two_process_cache_is_byte_identical_and_a_transformer_student_trains_alike(tmp_path):
+    """The targets cached by two processes are the bytes one process caches from the same teacher, and a
+    Transformer student has the same first-epoch loss: nothing random between the two (no dropout of units
+    or words), and a loss averaged over every row of a batch (soft: logit regression on the transfer set),
+    so the two processes' gradients, weighted by their rows, are the batch's gradient."""
+    args = [*SMOKE, "student=transformer-tiny", "student.dropout=0", "student.unk_dropout=0", "schedule=soft",
+            "trainer.epochs=1"]
+    one = distil(tmp_path, *args)
+    assert one.returncode == 0, one.stderr[-3000:]
+    reference = targets_dir(tmp_path)
+    kept = tmp_path / "one-process-targets"
+    shutil.move(reference, kept)  # the two-process run reuses the teacher and caches again
+    two = distil(tmp_path, *args, processes=2)
+    assert two.returncode == 0, two.stderr[-3000:]
+    rebuilt = targets_dir(tmp_path)
+    assert rebuilt.name == reference.name
+    assert shard_bytes(rebuilt) == shard_bytes(kept)
+    files = [json.loads((p / MANIFEST).read_text())["files"] for p in (rebuilt, kept)]
+    assert files[0] == files[1]
+    first, second = (json.loads((run / "metrics.json").read_text()) for run in run_dirs(tmp_path))
+    assert second["artifacts"]["teacher_reused"] and not second["artifacts"]["targets_reused"]
+    losses = [m["student"]["stages"][0]["history"][1]["train_loss"] for m in (first, second)]
+    assert losses[1] == pytest.approx(losses[0], rel=1e-5)
+
+
+KILLED_RANK = """
+import os, sys
+from distil.teacher import cache
+original, calls = cache.save_file, 0
+def dying(tensors, path):
+    global calls
+    calls += 1
+    if os.environ["RANK"] == "1" and calls == 2:  # half its second shard on disk, then kill -9
+        original(tensors, path)
+        os.truncate(path, os.path.getsize(path) // 2)
+        os.kill(os.getpid(), 9)
+    return original(tensors, path)
+cache.save_file = dying
+from distil.cli.main import main
+sys.argv = ["distil", *sys.argv[1:]]
+main()
+"""
+
+
+def test_a_worker_killed_mid_cache_is_resumed_by_the_next_run_byte_identical(tmp_path):
+    """kill -9 of one of two processes while it writes a shard: torchrun stops the run, and the next
+    run (one process) keeps every finished shard and ends with the bytes of an uninterrupted cache."""
+    one = distil(tmp_path, *SMOKE)
+    assert one.returncode == 0, one.stderr[-3000:]
+    kept = tmp_path / "one-process-targets"
+    shutil.move(targets_dir(tmp_path), kept)
+    killed = distil(tmp_path, *SMOKE, processes=2, script=KILLED_RANK)
+    assert killed.returncode != 0
+    build = next(p for p in (tmp_path / "outputs/cache/tmp").iterdir() if p.suffix != ".claims")
+    assert list(build.glob("*.partial"))  # the killed process's half shard
+    resumed = distil(tmp_path, *SMOKE)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert shard_bytes(targets_dir(tmp_path)) == shard_bytes(kept)
