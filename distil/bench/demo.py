@@ -12,6 +12,8 @@ shows it.
 `--against REV` times another code version in the same run (a git worktree of REV on PYTHONPATH),
 the two taking turns round by round (the order swapped every round), so a busy machine slows both
 alike; the table then gives the ratio of their median wall times.
+`--with KEY=VALUE` times this code with and without those overrides the same way (`--with
+tracking=mlflow`: what experiment tracking costs the default job), a row per run and the ratio.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import statistics
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -63,16 +65,36 @@ def compare(overrides: list[str], code: str, date: str, against: str, rounds: in
     """`rounds` cold runs of this code (with `overrides`) and of code version `against` (as it is), taking
     turns (this code first in even rounds, `against` first in odd ones); their rows and the ratio of
     this code's median wall time to theirs."""
-    rows = {"ours": [], "theirs": []}
     with worktree(against) as (source, their_code):
         if their_code == code:
             raise DistilError(f"--against {against} is this code ({code}): name another revision")
-        for round_ in range(rounds):
-            for who in ("ours", "theirs") if round_ % 2 == 0 else ("theirs", "ours"):
-                rows[who].append(measure(overrides, code, date) if who == "ours"
-                                 else measure([], their_code, date, source))
-    walls = {who: statistics.median(r["wall s"] for r in runs) for who, runs in rows.items()}
-    return [*rows["ours"], *rows["theirs"]], walls["ours"] / walls["theirs"]
+        ours, theirs = in_turn(rounds, lambda: measure(overrides, code, date),
+                               lambda: measure([], their_code, date, source))
+    return [*ours, *theirs], median_wall(ours) / median_wall(theirs)
+
+
+def compare_with(overrides: list[str], extra: list[str], code: str, date: str,
+                 rounds: int) -> tuple[list[dict], float]:
+    """`rounds` cold runs of this code with `overrides` and with `overrides` + `extra` (e.g. tracking=mlflow:
+    what a setting costs the default job), taking turns as `compare` does; their rows (the overrides column
+    tells them apart) and the ratio of the median wall time with `extra` to the one without."""
+    plain, extended = in_turn(rounds, lambda: measure(overrides, code, date),
+                              lambda: measure([*overrides, *extra], code, date))
+    return [*plain, *extended], median_wall(extended) / median_wall(plain)
+
+
+def in_turn(rounds: int, first: Callable[[], dict], second: Callable[[], dict]) -> tuple[list[dict], list[dict]]:
+    """Each measurement `rounds` times, taking turns (`first` first in even rounds, `second` in odd ones), so
+    a machine that slows down or speeds up during the bench slows both alike."""
+    rows: tuple[list[dict], list[dict]] = ([], [])
+    for round_ in range(rounds):
+        for who in (0, 1) if round_ % 2 == 0 else (1, 0):
+            rows[who].append((first, second)[who]())
+    return rows
+
+
+def median_wall(rows: list[dict]) -> float:
+    return statistics.median(row["wall s"] for row in rows)
 
 
 @contextmanager
@@ -95,12 +117,13 @@ def worktree(revision: str) -> Iterator[tuple[Path, str]]:
 
 
 def write(rows: list[dict], out: Path, ratio: tuple[str, str, float] | None = None) -> pd.DataFrame:
-    """bench-demo.{md,csv}: one row per run, in the order measured; with `ratio` (ours, theirs, median
-    wall ratio), the sentence that compares the two code versions timed in turn."""
+    """bench-demo.{md,csv}: one row per run, in the order measured; with `ratio` (what was timed, what
+    against, median wall ratio: "Code abc", "def"; "With `tracking=mlflow`", "without"), the sentence that
+    compares the two timed in turn."""
     frame = pd.DataFrame(rows, columns=list(COLUMNS))
     out.mkdir(parents=True, exist_ok=True)
     write_atomic(out / "bench-demo.csv", frame.to_csv(index=False))
-    compared = ("" if ratio is None else f"\n\nCode {ratio[0]} against {ratio[1]}, timed in turn in one run: "
+    compared = ("" if ratio is None else f"\n\n{ratio[0]} against {ratio[1]}, timed in turn in one run: "
                                          f"{ratio[2]:.3f}x the median wall time.")
     write_atomic(out / "bench-demo.md", "### The default job from a cold cache (`make demo`)\n\n" + markdown(frame)
                  + "\n\nSeconds on the machine named below; phases from the run's metrics.json; test scores in %."

@@ -18,6 +18,11 @@ BENCHES = {
     "cache": "the teacher cache's speed and memory targets -> bench-cache.{md,csv}",
     "checkpoint": "what checkpointing costs a training stage -> bench_checkpoint.{md,csv}",
     "demo": "the default job (make demo) from a cold cache: wall time and phases -> bench-demo.{md,csv}",
+    "table-jobs": "a table of 8 smoke cells with distil table --jobs 2 against --jobs 1, in turn: wall times and "
+                  "their ratio -> bench-table-jobs.{md,csv}",
+    "cache-workers": "2 worker processes (1 thread each) building one teacher cache against 1 worker with 2 "
+                     "threads, in turn: wall times, ratio, byte identity, K-worker estimate -> "
+                     "bench-cache-workers.{md,csv}",
     "all": "students, cache, checkpoint and the papers' timing tables (distil paper tang-table2, turc-table1, "
            "wu-table2), one after the other: make bench",
 }
@@ -29,6 +34,9 @@ examples:
   distil bench checkpoint --epochs 3
   distil bench demo                          # on a quiet machine: the first run a newcomer sees, timed
   distil bench demo --against main runtime.device=cpu   # this code against main's, in turn, with the ratio
+  distil bench demo --with tracking=mlflow   # the default job with and without tracking, in turn, with the ratio
+  distil bench table-jobs                    # on a quiet machine: 8 cells, --jobs 2 against --jobs 1, 1 thread each
+  distil bench cache-workers                 # on a quiet machine: 2 workers x 1 thread against 1 worker x 2 threads
   distil bench all                           # make bench: the three benches and the papers' timing tables
 """
 
@@ -202,19 +210,28 @@ def demo(argv: list[str] | None = None, prog: str = "distil bench demo") -> int:
                         with_passes=False, with_threads=False)
     parser.add_argument("--against", metavar="REV",
                         help="also time git revision REV (a worktree), in turn with this code, and give the ratio")
-    parser.add_argument("--rounds", type=int, default=2, help="with --against: runs of each version (default 2)")
+    parser.add_argument("--with", dest="extra", action="append", metavar="KEY=VALUE",
+                        help="also time this code with this override added (repeatable; e.g. tracking=mlflow), in "
+                             "turn with the runs without it, and give the ratio")
+    parser.add_argument("--rounds", type=int, default=2,
+                        help="with --against or --with: runs of each version (default 2)")
     parser.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
                         help="overrides of this code's runs (e.g. runtime.device=cpu); --against runs its own default")
     args = parser.parse_args(argv)
     if args.rounds < 1:
         parser.error(f"--rounds {args.rounds}: give 1 or more")
+    if args.against and args.extra:
+        parser.error("--against and --with: give one of them (each times two variants in turn)")
     with console_command(prog):
         now = provenance([])
         overrides = [*(["debug=smoke"] if args.quick else []), *args.overrides]
         ratio = None
         if args.against:
             rows, wall_ratio = bench_demo.compare(overrides, now["code"], now["date"], args.against, args.rounds)
-            ratio = (now["code"], rows[-1]["code"], wall_ratio)
+            ratio = (f"Code {now['code']}", rows[-1]["code"], wall_ratio)
+        elif args.extra:
+            rows, wall_ratio = bench_demo.compare_with(overrides, args.extra, now["code"], now["date"], args.rounds)
+            ratio = (f"With `{' '.join(args.extra)}`", "without", wall_ratio)
         else:
             rows = [bench_demo.measure(overrides, now["code"], now["date"])]
         # a measurement replaces the record's rows of the same code and overrides, and keeps the others
@@ -228,7 +245,80 @@ def demo(argv: list[str] | None = None, prog: str = "distil bench demo") -> int:
     return 0
 
 
-COMMANDS = {"students": students, "cache": cache, "checkpoint": checkpoint, "demo": demo, "all": every}
+def table_jobs(argv: list[str] | None = None, prog: str = "distil bench table-jobs") -> int:
+    """A small table run cold by `distil table --jobs N` and by `--jobs 1`, in turn, with the ratio."""
+    from distil.bench import table_jobs as bench_table_jobs
+    from distil.bench.harness import add_bench_arguments
+
+    parser = Parser(prog, "distil bench table-jobs", bench_table_jobs.__doc__.split("\n\n")[0], EXAMPLES)
+    add_bench_arguments(parser, out="directory for bench-table-jobs.{md,csv} (default: outputs/tables)",
+                        quick="one round of 4 cells: checks that it runs, not a measurement", with_passes=False,
+                        with_threads=False)
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch threads of each cell with --jobs 1 (default 1: what --jobs 2 gives on 2 cores)")
+    parser.add_argument("--jobs", type=int, default=2, metavar="N",
+                        help="time distil table --jobs N against --jobs 1 (default 2; each cell then gets "
+                             "cores // N threads)")
+    parser.add_argument("--rounds", type=int, default=2, help="runs of each setting, in turn (default 2)")
+    args = parser.parse_args(argv)
+    if args.jobs < 2:
+        parser.error(f"--jobs {args.jobs}: give 2 or more (it is timed against --jobs 1)")
+    if args.rounds < 1 or args.threads < 1:
+        parser.error("--rounds and --threads must be positive")
+    rounds, table = args.rounds, None
+    if args.quick:
+        rounds, table = 1, bench_table_jobs.preset(args.threads, bench_table_jobs.SCHEDULES[:2])
+    with console_command(prog):
+        rows, speedup = bench_table_jobs.compare(args.jobs, args.threads, rounds, table)
+        print(bench_table_jobs.write(rows, Path(args.out), args.jobs, speedup).to_string(index=False))
+        print(f"--jobs {args.jobs} against --jobs 1: {speedup:.2f}x as fast (median wall times)")
+    record(args, bench_table_jobs.NAME, prog, argv)
+    return 0
+
+
+def cache_workers(argv: list[str] | None = None, prog: str = "distil bench cache-workers") -> int:
+    """Worker processes building one cache together against one worker, in turn; 1 if their bytes differ."""
+    from distil.bench import cache_workers as bench_workers
+    from distil.bench.harness import add_bench_arguments
+
+    parser = Parser(prog, "distil bench cache-workers", bench_workers.HELP, EXAMPLES)
+    add_bench_arguments(parser, out="directory for bench-cache-workers.{md,csv} (default: outputs/tables)",
+                        quick="one round on debug=smoke's tiny teacher and toy data: checks that it runs and that "
+                              "the bytes agree, not a measurement", with_passes=False, with_threads=False)
+    parser.add_argument("--workers", type=int, default=2, metavar="N",
+                        help="N workers with 1 thread each against 1 worker with N threads (default 2)")
+    parser.add_argument("--rounds", type=int, default=None, help="builds of each variant, in turn (default 2; 1 "
+                                                                 "with --quick)")
+    parser.add_argument("--shard-size", type=int, default=None,
+                        help=f"examples per cache shard (default {bench_workers.SHARD_SIZE}: several shards per "
+                             f"worker; {bench_workers.QUICK_SHARD_SIZE} with --quick)")
+    parser.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
+                        help="overrides of the job whose targets are built (default: the default job)")
+    args = parser.parse_args(argv)
+    if args.workers < 2:
+        parser.error(f"--workers {args.workers}: give 2 or more (they are timed against 1 worker)")
+    rounds = (1 if args.quick else 2) if args.rounds is None else args.rounds
+    shard_size = args.shard_size
+    if shard_size is None:
+        shard_size = bench_workers.QUICK_SHARD_SIZE if args.quick else bench_workers.SHARD_SIZE
+    if min(rounds, shard_size) < 1:
+        parser.error("--rounds and --shard-size must be positive")
+    quick = ["debug=smoke"] if args.quick else []
+    with console_command(prog, log_lines=True):
+        builds = bench_workers.compare([*quick, *args.overrides], shard_size, args.workers, rounds)
+        print(bench_workers.write(builds, Path(args.out)).to_string(index=False))
+        print(bench_workers.ratio_text(builds))
+    if not bench_workers.correct(builds):
+        print(f"{prog}: error: the builds' shard files differ or a shard was computed twice (see "
+              f"{Path(args.out) / bench_workers.NAME}.md)", file=sys.stderr)
+        return 1
+    record(args, bench_workers.NAME, prog, argv)
+    return 0
+
+
+COMMANDS = {"students": students, "cache": cache, "checkpoint": checkpoint, "demo": demo, "table-jobs": table_jobs,
+            "cache-workers": cache_workers,
+            "all": every}
 
 
 def main(argv: list[str] | None = None, prog: str = "distil bench") -> int:

@@ -37,7 +37,8 @@ def run_group(prog: str, command: str, description: str, members: dict[str, str]
     """`distil bench NAME ...` / `distil paper NAME ...`: one of `members` (name -> one line), with its own
     arguments after it."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    listing = "\n".join(f"  {name:<13}{what}" for name, what in members.items())
+    width = max(13, *(len(name) + 2 for name in members))  # a long name keeps a gap before its line
+    listing = "\n".join(f"  {name:<{width}}{what}" for name, what in members.items())
     plural = noun + ("es" if noun.endswith("ch") else "s")
     parser = Parser(prog, command, f"{description}\n\n{plural}:\n{listing}", examples,
                     usage=f"{prog} {{{','.join(members)}}} ...")

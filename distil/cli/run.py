@@ -30,6 +30,8 @@ register_run_dir_resolver()
 # Ranks other than 0 of a torchrun run write no file in the run directory (no .hydra/, no distil.log):
 # rank 0 writes them all, and the others print warnings and errors only.
 QUIET_RANK = ("hydra.output_subdir=null", "hydra/job_logging=disabled")
+# Launchers that run a sweep's cells as jobs of their own, and raise when a job dies without a result.
+LAUNCHERS = ("submitit", "ray")
 UNEXPECTED_EXIT = 1  # a bug (bad input exits 2): the traceback is in the run's log
 INTERRUPTED = ("distil: interrupted; rerun the same command to continue (finished teachers and cached targets "
                "are reused)")
@@ -154,6 +156,15 @@ def _main() -> None:
     sys.argv[1:] = args  # Hydra reads sys.argv: DISTIL_CONFIG_DIR is now a hydra.searchpath entry
     try:
         _run()
+    except Exception as error:
+        if not type(error).__module__.startswith(LAUNCHERS):
+            raise
+        # a cell's job died before it wrote its metrics.json (killed, out of memory): the launcher raises
+        first = str(error).strip().splitlines()[0] if str(error).strip() else ""
+        print(f"distil: error: a sweep cell's job ended without a result ({type(error).__name__}: {first}); "
+              "its log is in the sweep directory's .submitit/ (or the launcher's own logs); rerun the same "
+              "command into the same hydra.sweep.dir to run it again", file=sys.stderr)
+        sys.exit(2)
     finally:
         if several:
             distributed.shutdown()

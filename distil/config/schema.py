@@ -460,6 +460,19 @@ class RuntimeConfig:
 
 
 @dataclass
+class TrackingConfig:
+    """Where a run logs its config, per-epoch losses and scores, and final metrics (distil/common/tracking.py;
+    docs: how-to/tracking). Changes no result: in no key."""
+
+    # none | tensorboard | mlflow (MLflow's local file store: no server)
+    kind: str = "none"
+    # tensorboard: this run's event folder (null: <run dir>/tensorboard); mlflow: the store every run
+    # shares, a folder (tracking/mlflow.yaml: ${paths.outputs}/mlruns) or a tracking URI
+    dir: str | None = None
+    experiment: str = "distil"  # mlflow: the experiment the run goes to (tracking/mlflow.yaml: the dataset's name)
+
+
+@dataclass
 class PathsConfig:
     outputs: str = "outputs"
     cache: str = "outputs/cache"
@@ -478,6 +491,7 @@ class Config:
     agnostic: AgnosticConfig = field(default_factory=AgnosticConfig)
     trainer: TrainerConfig = MISSING
     runtime: RuntimeConfig = field(default_factory=RuntimeConfig)
+    tracking: TrackingConfig = field(default_factory=TrackingConfig)
     paths: PathsConfig = MISSING
     seed: int = at_least(0, default=1)
     hub_offline: bool = True  # never wait on a model/dataset hub unless asked to

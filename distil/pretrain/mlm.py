@@ -31,7 +31,7 @@ import torch
 from safetensors.torch import save_file
 from transformers import BertConfig, BertForMaskedLM, BertForPreTraining, get_linear_schedule_with_warmup
 
-from distil.common import distributed
+from distil.common import distributed, tracking
 from distil.common.progress import progress_bar
 from distil.common.runtime import current, fetch, precision_key
 from distil.config.schema import PretrainConfig, as_plain_dict
@@ -208,6 +208,7 @@ def pretrain(cfg: PretrainConfig, layers: int, hidden: int, tokenizer, lines: li
                 if heldout_mlm is not None:  # None: the slice drew no position to predict
                     entry["heldout_mlm_loss"] = heldout_mlm
                 history.append(entry)
+                tracking.current().log_epoch("pre-training", step, {k: v for k, v in entry.items() if k != "step"})
                 log.info("pre-training step %d/%d: %s", step, cfg.steps,
                          ", ".join(f"{k} {v:.4f}" for k, v in entry.items() if k != "step"))
                 running = {"mlm": 0.0, "nsp": 0.0, "n": 0}

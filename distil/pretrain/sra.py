@@ -43,7 +43,7 @@ import torch
 from omegaconf import OmegaConf
 from safetensors.torch import load_file, save_file
 
-from distil.common import distributed
+from distil.common import distributed, tracking
 from distil.common.progress import progress_bar
 from distil.common.runtime import current, fetch, precision_key
 from distil.config.schema import as_plain_dict
@@ -337,6 +337,8 @@ def distil_agnostic(cfg, load_encoder, tokenizer, student_cfg, initial_rows, lin
             history.append({"epoch": epoch, "steps": step, "loss": total / seen,
                             "validation_loss": held_out_loss(student, held_mapped, held_targets, cfg.batch_size)})
             held = history[-1]["validation_loss"]
+            tracking.current().log_epoch("task-agnostic SRA", epoch,
+                                         {"train_loss": total / seen, "validation_loss": held})
             log.info("task-agnostic SRA pass %d (update %d of %d): loss %.4f, held-out %s", epoch, step, budget,
                      total / seen, "none" if held is None else f"{held:.4f}")
             position, total = 0, 0.0

@@ -14,7 +14,7 @@ import torch
 from omegaconf import OmegaConf
 
 from distil.augment.build import make_augmenter
-from distil.common import distributed
+from distil.common import distributed, tracking
 from distil.common.atomic import write_json_atomic
 from distil.common.runtime import CPU, Runtime, current, use
 from distil.config.schema import Config, StudentConfig
@@ -30,6 +30,7 @@ from distil.run.evaluate import student_logits
 from distil.run.flags import predicted_classes, run_warnings
 from distil.run.plan import RunPlan, plan_run
 from distil.run.schedule import StudentSplit, run_schedule
+from distil.run.tracked import log_outcome, run_tracker
 from distil.serve.speed import examples_per_second
 from distil.serve.student import write_student
 from distil.store.artifacts import ArtifactStore
@@ -99,7 +100,11 @@ def run(cfg: Config, run_dir: Path, choices: dict, overrides: list[str]) -> dict
     setup_runtime(cfg.trainer.threads, cfg.seed, plan.runtime)
     log.info("running on %s", plan.runtime)
     with use(plan.runtime):  # every phase below: models and batches on its device, in its precision
-        return _run(cfg, plan, run_dir, choices, overrides)
+        # tracking=none: a no-op; else every epoch below is logged, and the tracker closed however the run ends
+        with tracking.use(run_tracker(cfg, run_dir)) as tracker:
+            metrics = _run(cfg, plan, run_dir, choices, overrides)
+            log_outcome(tracker, metrics, run_dir)
+            return metrics
 
 
 def _run(cfg: Config, plan: RunPlan, run_dir: Path, choices: dict, overrides: list[str]) -> dict:

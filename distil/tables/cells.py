@@ -33,7 +33,8 @@ KEY_VERSION = 2  # bump when what a key covers changes: every cell then runs aga
 # (threads may move a sum's last float digits, never a table's number): two tables' runs that
 # differ only in these are one cell.
 NOT_RESULT = {"paths": None, "hydra": None, "trainer": ("threads", "speed_examples", "checkpoint_every_seconds"),
-              "runtime": ("device",)}  # one recipe on any device (make gpu-check holds them equal)
+              "runtime": ("device",),  # one recipe on any device (make gpu-check holds them equal)
+              "tracking": None}  # what a run logs to TensorBoard or MLflow, not what it computes
 KEY_LENGTH = 16
 # Every table cell fine-tunes its teacher with the recipe of the recorded cells: min_steps always holds
 # (the default job stops earlier, conf/config.yaml). At its schema default, it leaves every key as it was.

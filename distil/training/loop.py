@@ -16,7 +16,7 @@ from typing import Any, Protocol
 import numpy as np
 import torch
 
-from distil.common import distributed
+from distil.common import distributed, tracking
 from distil.common.progress import progress_bar
 from distil.common.runtime import current
 from distil.training.checkpoint import restore_rng_states, rng_states
@@ -144,6 +144,7 @@ def fit(
             model.eval()
             dev = distributed.from_main(evaluate)  # one score decides for every process
             history.append({"epoch": epoch, "train_loss": running / max(seen, 1), "dev": dev})
+            tracking.current().log_epoch(description, epoch, {"train_loss": running / max(seen, 1), "dev": dev})
             log.info("%s epoch %d: train loss %.4f, dev %.4f", description, epoch,
                      running / max(seen, 1), dev)
             # without a threshold the score's own order decides (a teacher's DevSelection: the metric,
