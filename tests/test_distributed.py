@@ -105,16 +105,18 @@ main()
 
 
 def test_a_worker_killed_mid_cache_is_resumed_by_the_next_run_byte_identical(tmp_path):
-    """kill -9 of one of two processes while it writes a shard: torchrun stops the run, and the next
-    run (one process) keeps every finished shard and ends with the bytes of an uninterrupted cache."""
+    """kill -9 of one of two processes while it writes a shard (half of it on disk): torchrun stops the
+    run, and the next run (one process) keeps every finished shard and ends with the bytes of an
+    uninterrupted cache."""
     one = distil(tmp_path, *SMOKE)
     assert one.returncode == 0, one.stderr[-3000:]
     kept = tmp_path / "one-process-targets"
     shutil.move(targets_dir(tmp_path), kept)
     killed = distil(tmp_path, *SMOKE, processes=2, script=KILLED_RANK)
     assert killed.returncode != 0
+    assert not list((tmp_path / "outputs/cache/targets").iterdir())  # stopped before the cache was sealed
     build = next(p for p in (tmp_path / "outputs/cache/tmp").iterdir() if p.suffix != ".claims")
-    assert list(build.glob("*.partial"))  # the killed process's half shard
+    assert list(build.glob("*.safetensors"))  # the shards finished before the kill, kept for the next run
     resumed = distil(tmp_path, *SMOKE)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert shard_bytes(targets_dir(tmp_path)) == shard_bytes(kept)

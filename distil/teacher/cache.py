@@ -181,6 +181,7 @@ def write_targets(out: Path, task: Task, prepared: dict[str, PreparedSplit], lay
     passes = 3 if apart else 1  # the joined pair for the logits, then each sentence alone
     teacher = None
     with progress_bar() as progress:
+        todo = []  # (split, its shards' bounds, the shards missing, its progress bar)
         for split, examples in prepared.items():  # the four splits and any extra test split
             bounds = [(start, min(start + shard_size, len(examples))) for start in range(0, len(examples), shard_size)]
             shards = [{"file": shard_name(split, i), "start": s, "end": e} for i, (s, e) in enumerate(bounds)]
@@ -198,34 +199,38 @@ def write_targets(out: Path, task: Task, prepared: dict[str, PreparedSplit], lay
             bar = progress.add_task(f"caching teacher outputs: {split}", total=passes * len(examples),
                                     completed=passes * done,
                                     status=f"resuming at shard {missing[0]}" if missing and done else "")
-            def write(index: int, bar=bar, split=split, examples=examples, bounds=bounds) -> None:
-                nonlocal teacher
-                if teacher is None:
-                    teacher = load_teacher()
-                model, tokenizer = teacher
-                start, end = bounds[index]
-                tensors = compute_shard(model, task, examples, np.arange(start, end), tokenizer.pad_token_id,
-                                        batch_size, layer, progress=lambda n: progress.advance(bar, n),
-                                        apart=apart)
-                try:
-                    check_finite(tensors, split, start, end, fix)
-                except DistilError:
-                    claims.remove()  # the store removes the build directory too: bad settings, not work to resume
-                    raise
-                path = out / shard_name(split, index)
-                unfinished = path.with_suffix(".partial")  # one writer per shard: its claim's holder
-                save_file(tensors, unfinished)
-                os.replace(unfinished, path)  # a shard under its final name is complete
-                del tensors  # the next shard is computed without this one alive
+            todo.append((split, bounds, missing, bar))
 
-            for wait in (False,) if assisting else (False, True):  # first the free shards, then the held
+        def write(split: str, bounds: list, index: int, bar) -> None:
+            nonlocal teacher
+            if teacher is None:
+                teacher = load_teacher()
+            model, tokenizer = teacher
+            start, end = bounds[index]
+            tensors = compute_shard(model, task, prepared[split], np.arange(start, end), tokenizer.pad_token_id,
+                                    batch_size, layer, progress=lambda n: progress.advance(bar, n), apart=apart)
+            try:
+                check_finite(tensors, split, start, end, fix)
+            except DistilError:
+                claims.remove()  # the store removes the build directory too: bad settings, not work to resume
+                raise
+            path = out / shard_name(split, index)
+            unfinished = path.with_suffix(".partial")  # one writer per shard: its claim's holder
+            save_file(tensors, unfinished)
+            os.replace(unfinished, path)  # a shard under its final name is complete
+            del tensors  # the next shard is computed without this one alive
+
+        # every split's free shards first, then (the builder) those others held: a process never waits
+        # on one split while another still has shards nobody claimed
+        for wait in (False,) if assisting else (False, True):
+            for split, bounds, missing, bar in todo:
                 for index in missing:
                     with claims.take(shard_name(split, index), wait=wait) as mine:
                         if not mine or (out / shard_name(split, index)).is_file():
                             continue  # another process has it, or finished it meanwhile
-                        write(index)
+                        write(split, bounds, index, bar)
                 if wait:  # every shard is there now: what others computed counts as done
-                    progress.update(bar, completed=passes * len(examples))
+                    progress.update(bar, completed=passes * len(prepared[split]))
     if not assisting:
         distributed.barrier()  # no rank still reads a claim
         if distributed.is_main():
