@@ -9,7 +9,7 @@ and with no cell found done in the tracked record (results/cells). The two setti
 by round (the order swapped every round), so a machine that slows down or speeds up slows both
 alike; bench-table-jobs.{md,csv} holds a row per run and the ratio of the median wall times.
 
-`--jobs N` gives each cell an equal share of the cores (distil.tables.run.cell_threads): on 2 cores
+`--jobs N` gives each cell an equal share of the cores (distil.common.runtime.share_of_cores): on 2 cores
 with N = 2, 1 thread each, as many as a `--jobs 1` cell has by default. The table says how many
 threads each run's cells had and on how many cores.
 """
@@ -53,9 +53,9 @@ def write_preset(directory: Path, table: dict) -> Path:
 
 def threads_per_cell(jobs: int, threads: int) -> int:
     """What `distil table --jobs <jobs>` gives each cell of a preset whose cells ask for `threads`."""
-    from distil.tables.run import cell_threads
+    from distil.common.runtime import share_of_cores
 
-    return threads if jobs <= 1 else cell_threads(jobs)
+    return threads if jobs <= 1 else share_of_cores(jobs)
 
 
 def measure(preset_file: Path, jobs: int, threads: int, round_: int) -> dict:

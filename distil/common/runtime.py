@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import dataclasses
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -104,6 +105,12 @@ class Runtime:
 
     def __str__(self) -> str:
         return f"{device_name(self.device)} ({self.device}), {self.precision}"
+
+
+def share_of_cores(jobs: int) -> int:
+    """The torch threads each of `jobs` processes sharing this machine gets: an equal share of its cores,
+    at least 1 (`distil table --jobs N` gives it to each cell)."""
+    return max(1, (os.cpu_count() or 1) // jobs)
 
 
 def precision_key(precision: str, name: str = "precision") -> dict:

@@ -37,6 +37,7 @@ from rich.text import Text
 from distil.common.atomic import write_json_atomic
 from distil.common.console import console_script
 from distil.common.provenance import provenance
+from distil.common.runtime import share_of_cores
 from distil.errors import DistilError, did_you_mean
 from distil.store.admin import build_lock
 from distil.tables import ledger
@@ -121,15 +122,10 @@ def run_sweep(preset: TablePreset, cells: list[Cell], root: Path, jobs: int = 1)
     runs = runs_of(cells)
     if jobs <= 1:
         return sweep_worker(preset, runs, root)
-    extra = [f"trainer.threads={cell_threads(jobs)}"]
+    extra = [f"trainer.threads={share_of_cores(jobs)}"]
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         workers = [pool.submit(sweep_worker, preset, runs, root, extra) for _ in range(jobs)]
         return [failure for worker in workers for failure in worker.result()]
-
-
-def cell_threads(jobs: int) -> int:
-    """The torch threads `--jobs N` (N > 1) gives each cell: an equal share of this machine's cores, at least 1."""
-    return max(1, (os.cpu_count() or 1) // jobs)
 
 
 def sweep_worker(preset: TablePreset, runs: list[Cell], root: Path, extra: Sequence[str] = ()) -> list[str]:
