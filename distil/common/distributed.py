@@ -126,13 +126,13 @@ def total(*values: float) -> float | list[float]:
     return summed[0] if len(values) == 1 else summed
 
 
-def my_rows(batch_size: int) -> tuple[Any, float]:
-    """(the positions of this rank's rows in a global batch of `batch_size`, their share of it):
-    `share` of range(batch_size), for a batch drawn whole (the same on every rank) and then cut."""
-    import numpy as np
-
-    rows = share(np.arange(batch_size))
-    return rows, len(rows) / max(batch_size, 1)
+def my_part(batch: Sequence) -> tuple[Sequence, float]:
+    """(this rank's rows of a global batch, their share of its rows): what a rank trains on and how much
+    its gradients count (`sum_gradients`). One process: (the batch, 1.0)."""
+    if not active():
+        return batch, 1.0
+    rows = share(batch)
+    return rows, len(rows) / max(len(batch), 1)
 
 
 def from_main(compute: Callable[[], Any]) -> Any:

@@ -179,7 +179,7 @@ def pretrain(cfg: PretrainConfig, layers: int, hidden: int, tokenizer, lines: li
         while step < cfg.steps:
             # drawn whole on every process (one generator state); under torchrun each trains on its rows
             whole = sampler.batch(cfg.batch_size, rng, generator)
-            rows, weight = distributed.my_rows(cfg.batch_size)
+            rows, weight = distributed.my_part(np.arange(cfg.batch_size))
             batch = runtime.put(whole.select(rows) if distributed.active() else whole)
             loss, mlm_value, nsp_value = None, 0.0, 0.0
             if weight > 0:

@@ -317,7 +317,7 @@ def distil_agnostic(cfg, load_encoder, tokenizer, student_cfg, initial_rows, lin
                 if step >= budget:
                     break
                 # under torchrun each process trains on its rows of the global batch
-                mine, weight = distributed.share(rows), len(distributed.share(rows)) / len(rows)
+                mine, weight = distributed.my_part(rows)
                 loss, value = None, 0.0
                 if len(mine):
                     inputs, wanted = runtime.put((pad([mapped[r] for r in mine]), targets[torch.from_numpy(mine)]))

@@ -120,10 +120,8 @@ def fit(
             running, seen = 0.0, 0
             for number, batch in enumerate(epoch_batches, 1):
                 # several processes: each takes its rows of the global batch, weighted by its share
-                rows, weight, loss, value = batch, 1.0, None, 0.0
-                if distributed.active():  # batches are row indices there
-                    rows = distributed.share(batch)
-                    weight = len(rows) / max(len(batch), 1)
+                rows, weight = distributed.my_part(batch)  # batches are row indices under several processes
+                loss, value = None, 0.0
                 if weight > 0:
                     with runtime.autocast():
                         loss = loss_fn(rows)
