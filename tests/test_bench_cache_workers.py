@@ -118,15 +118,6 @@ def test_a_worker_waits_for_the_others_to_be_ready(tmp_path):
         bench.wait_ready(tmp_path, 0, 3, timeout=0.05)
 
 
-@pytest.mark.parametrize("args,message", [(["--workers", "1"], "--workers 1: give 2 or more"),
-                                          (["--rounds", "0"], "--rounds and --shard-size must be positive"),
-                                          (["--shard-size", "0"], "--rounds and --shard-size must be positive")])
-def test_bad_arguments_are_one_line(args, message, capsys):
-    with pytest.raises(SystemExit) as exit_:
-        cache_workers_command(args)
-    assert exit_.value.code == 2 and message in capsys.readouterr().err
-
-
 def test_quick_is_one_smoke_round_of_small_shards_and_bytes_that_differ_exit_1(tmp_path, monkeypatch, capsys):
     seen = []
     monkeypatch.setattr(bench, "compare", lambda overrides, shard_size, workers, rounds: seen.append(

@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 
 from distil.bench import table_jobs
+from distil.cli.bench import cache_workers as cache_workers_command
 from distil.cli.bench import table_jobs as table_jobs_command
 from distil.errors import DistilError
 from distil.tables.cells import expand
@@ -100,11 +101,16 @@ def test_the_table_gives_a_row_per_run_and_the_ratio(tmp_path):
     assert "timed in turn in one run: 1.64x as fast" in md
 
 
-@pytest.mark.parametrize("args,message", [(["--jobs", "1"], "--jobs 1: give 2 or more"),
-                                          (["--rounds", "0"], "--rounds and --threads must be positive")])
-def test_bad_arguments_are_one_line(args, message, capsys):
+@pytest.mark.parametrize("command,args,message", [
+    (table_jobs_command, ["--jobs", "1"], "--jobs 1: give 2 or more"),
+    (table_jobs_command, ["--rounds", "0"], "--rounds and --threads must be positive"),
+    (cache_workers_command, ["--workers", "1"], "--workers 1: give 2 or more"),
+    (cache_workers_command, ["--rounds", "0"], "--rounds and --shard-size must be positive"),
+    (cache_workers_command, ["--shard-size", "0"], "--rounds and --shard-size must be positive")])
+def test_bad_arguments_are_one_line(command, args, message, capsys):
+    """The two several-worker benchmarks (bench table-jobs, bench cache-workers) refuse a bad count in one line."""
     with pytest.raises(SystemExit) as exit_:
-        table_jobs_command(args)
+        command(args)
     assert exit_.value.code == 2 and message in capsys.readouterr().err
 
 

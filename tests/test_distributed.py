@@ -12,7 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from distil.cli.run import PEER_STOPPED
 from distil.store.artifacts import MANIFEST
+from tests.test_teacher import INTERRUPTED_CACHE
 
 SMOKE = ["debug=smoke", "teacher.shard_size=10"]  # several shards a split: both processes cache some
 
@@ -85,26 +87,7 @@ def test_two_process_cache_is_byte_identical_and_a_transformer_student_trains_al
     assert losses[1] == pytest.approx(losses[0], rel=1e-5)
 
 
-KILLED_RANK = """
-import os, sys
-from distil.teacher import cache
-original, calls = cache.save_file, 0
-def dying(tensors, path):
-    global calls
-    calls += 1
-    if os.environ["RANK"] == "1" and calls == 2:  # half its second shard on disk, then kill -9
-        original(tensors, path)
-        os.truncate(path, os.path.getsize(path) // 2)
-        os.kill(os.getpid(), 9)
-    return original(tensors, path)
-cache.save_file = dying
-from distil.cli.main import main
-sys.argv = ["distil", *sys.argv[1:]]
-main()
-"""
-
-
-def test_a_worker_killed_mid_cache_is_resumed_by_the_next_run_byte_identical(tmp_path):
+def test_a_worker_killed_mid_cache_is_resumed_by_the_next_run_byte_identical(tmp_path, monkeypatch):
     """kill -9 of one of two processes while it writes a shard (half of it on disk): torchrun stops the
     run, and the next run (one process) keeps every finished shard and ends with the bytes of an
     uninterrupted cache."""
@@ -112,7 +95,8 @@ def test_a_worker_killed_mid_cache_is_resumed_by_the_next_run_byte_identical(tmp
     assert one.returncode == 0, one.stderr[-3000:]
     kept = tmp_path / "one-process-targets"
     shutil.move(targets_dir(tmp_path), kept)
-    killed = distil(tmp_path, *SMOKE, processes=2, script=KILLED_RANK)
+    monkeypatch.setenv("KILL_ONLY_RANK", "1")  # half its second shard on disk, then kill -9
+    killed = distil(tmp_path, "2", "mid", *SMOKE, processes=2, script=INTERRUPTED_CACHE)
     assert killed.returncode != 0
     assert not list((tmp_path / "outputs/cache/targets").iterdir())  # stopped before the cache was sealed
     build = next(p for p in (tmp_path / "outputs/cache/tmp").iterdir() if p.suffix != ".claims")
@@ -120,3 +104,29 @@ def test_a_worker_killed_mid_cache_is_resumed_by_the_next_run_byte_identical(tmp
     resumed = distil(tmp_path, *SMOKE)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert shard_bytes(targets_dir(tmp_path)) == shard_bytes(kept)
+
+
+ONE_RANK_FAILS = """
+import os, sys
+from distil.errors import DistilError
+from distil.run import pipeline
+def failing(*args, **kwargs):
+    raise DistilError("only rank 1 meets this")
+if os.environ["RANK"] == "1":
+    pipeline.run = failing
+from distil.cli.main import main
+sys.argv = ["distil", *sys.argv[1:]]
+main()
+"""
+
+
+def test_an_error_on_one_rank_is_told_by_that_rank_and_stops_the_run(tmp_path):
+    """A bad-input error that one process alone meets (a file missing on one host): that process tells it,
+    rank 0 (whose collective fails as the other leaves) says another process stopped and records it in
+    metrics.json, rather than reporting the broken connection as a bug of its own or waiting for it."""
+    done = distil(tmp_path, *SMOKE, processes=2, script=ONE_RANK_FAILS)
+    assert done.returncode != 0
+    lines = [line for line in done.stderr.splitlines() if line.startswith("distil: ")]
+    assert lines == ["distil: error (rank 1): only rank 1 meets this", f"distil: error: {PEER_STOPPED}"]
+    (run,) = run_dirs(tmp_path)
+    assert json.loads((run / "metrics.json").read_text())["status"] == f"failed: {PEER_STOPPED}"

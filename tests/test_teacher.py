@@ -192,10 +192,11 @@ import os, sys
 from distil.teacher import cache
 original = cache.save_file
 calls, kill_at, where = 0, int(sys.argv[1]), sys.argv[2]
+only_rank = os.environ.get("KILL_ONLY_RANK", os.environ.get("RANK", "0"))  # under torchrun: one rank dies
 def dying(tensors, path):
     global calls
     calls += 1
-    if calls == kill_at:
+    if calls == kill_at and os.environ.get("RANK", "0") == only_rank:
         if where == "mid":  # killed while writing the shard: half a file on disk
             original(tensors, path)
             os.truncate(path, os.path.getsize(path) // 2)

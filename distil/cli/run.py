@@ -16,6 +16,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig
 from omegaconf.errors import OmegaConfBaseException
 
+from distil.common import distributed
 from distil.common.atomic import write_json_atomic
 from distil.common.interrupt import Terminated, exit_on_interrupt
 from distil.config.compose import hydra_message
@@ -32,6 +33,8 @@ register_run_dir_resolver()
 QUIET_RANK = ("hydra.output_subdir=null", "hydra/job_logging=disabled")
 # Launchers that run a sweep's cells as jobs of their own, and raise when a job dies without a result.
 LAUNCHERS = ("submitit", "ray")
+PEER_STOPPED = ("another process of this run stopped with an error (its line is above; torchrun's report "
+                "names its rank)")
 UNEXPECTED_EXIT = 1  # a bug (bad input exits 2): the traceback is in the run's log
 INTERRUPTED = ("distil: interrupted; rerun the same command to continue (finished teachers and cached targets "
                "are reused)")
@@ -39,7 +42,6 @@ INTERRUPTED = ("distil: interrupted; rerun the same command to continue (finishe
 
 @hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")
 def _run(cfg: DictConfig) -> float | None:
-    from distil.common import distributed
     from distil.config.overrides import replace_files_map
     from distil.run import pipeline  # heavy imports (torch, transformers) only when running
     from distil.run.display import print_run
@@ -58,11 +60,15 @@ def _run(cfg: DictConfig) -> float | None:
     choices["seed"] = cfg.seed
 
     def fail(reason: str, line: str, code: int) -> None:
-        """metrics.json says why; a single run exits, a sweep records the cell and goes on."""
+        """metrics.json says why; a single run exits, a sweep records the cell and goes on. Under
+        torchrun rank 0 writes metrics.json, and a rank whose error is its own also tells it."""
         if distributed.is_main():
             write_json_atomic(run_dir / "metrics.json",
                               {"status": f"failed: {reason}", "choices": choices, "overrides": overrides})
             print(line, file=sys.stderr)
+        else:
+            distributed.before_reporting()
+            print(line.replace("distil: error:", f"distil: error (rank {distributed.rank()}):", 1), file=sys.stderr)
         if hydra_cfg.mode != RunMode.MULTIRUN:
             sys.exit(code)  # in a sweep the cell is recorded and the others go on (SweepFailures)
 
@@ -75,7 +81,12 @@ def _run(cfg: DictConfig) -> float | None:
             write_json_atomic(run_dir / "metrics.json", {"status": INTERRUPTED_STATUS, "choices": choices,
                                                          "overrides": overrides})
         raise  # stops a sweep too: main prints the one line
-    except Exception as error:  # a bug, not bad input: one line here, the traceback in the run's log
+    except Exception as error:
+        if distributed.peer_stopped(error):  # another rank's error, told by that rank
+            if not distributed.is_main():
+                sys.exit(2)
+            return fail(PEER_STOPPED, f"distil: error: {PEER_STOPPED}", 2)
+        # a bug, not bad input: one line here, the traceback in the run's log
         reason = f"unexpected {type(error).__name__}: {error}"
         return fail(reason, f"distil: error: {reason} (traceback in {log_traceback(run_dir)}); please report it",
                     UNEXPECTED_EXIT)
@@ -142,10 +153,8 @@ def _main() -> None:
     if problem:
         print(f"distil: error: {problem}", file=sys.stderr)
         sys.exit(2)
-    several = int(os.environ.get("WORLD_SIZE", "1")) > 1  # torchrun: torch is imported only then
+    several = distributed.launched()  # torchrun: torch is imported only then
     if several:
-        from distil.common import distributed
-
         try:
             distributed.init_from_env()  # the processes join before Hydra picks the run directory
         except DistilError as error:

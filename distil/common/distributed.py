@@ -34,11 +34,21 @@ if TYPE_CHECKING:
 # The torchrun variables that say this process is one of several.
 ENV = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
 TIMEOUT = datetime.timedelta(minutes=30)  # a rank waits this long for the others (a slow teacher download)
+# How long a rank other than 0 holds back its own error line: an error every rank meets (a bad path)
+# is then told once, by rank 0, as torchrun stops the other processes when one exits.
+REPORT_DELAY_S = 3.0
+# What a collective raises when another rank has exited: gloo's TCP messages, NCCL's remote errors.
+PEER_GONE = ("Connection closed by peer", "Connection reset by peer", "Broken pipe", "remote process exited")
 
 
 def launched() -> bool:
     """Started by torchrun (or any launcher that sets its variables) with more than one process."""
     return int(os.environ.get("WORLD_SIZE", "1")) > 1
+
+
+def rank_from_env() -> int:
+    """This process's rank as torchrun gave it, also before the group is joined or after it is left."""
+    return int(os.environ.get("RANK", "0")) if launched() else 0
 
 
 def init_from_env() -> None:
@@ -86,6 +96,25 @@ def local_rank() -> int:
 def is_main() -> bool:
     """Rank 0: the one process that writes, logs and decides."""
     return rank() == 0
+
+
+def peer_stopped(error: BaseException) -> bool:
+    """The error is a collective failing because another process of the run stopped (its own error is
+    what the user needs, not this one)."""
+    if not active():
+        return False
+    dist_error = getattr(_dist(), "DistBackendError", ())
+    return isinstance(error, dist_error) or (isinstance(error, RuntimeError)
+                                            and any(text in str(error) for text in PEER_GONE))
+
+
+def before_reporting() -> None:
+    """Ranks other than 0 wait a moment before they print an error of their own: if rank 0 met it too,
+    rank 0 tells it and torchrun stops this process first, so the terminal reads one line, not N."""
+    if active() and not is_main():
+        import time
+
+        time.sleep(REPORT_DELAY_S)
 
 
 def barrier() -> None:

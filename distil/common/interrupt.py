@@ -9,6 +9,8 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from distil.common import distributed
+
 
 class Terminated(BaseException):
     """SIGTERM, raised in the main thread like Ctrl-C so `finally` blocks and locks clean up."""
@@ -28,7 +30,8 @@ def exit_on_interrupt(message: str) -> Iterator[None]:
     try:
         yield
     except (KeyboardInterrupt, Terminated) as interrupt:
-        print(message, file=sys.stderr)
+        if distributed.rank_from_env() == 0:  # torchrun stops every rank: one of them tells it
+            print(message, file=sys.stderr)
         sys.exit(143 if isinstance(interrupt, Terminated) else 130)
     finally:
         if in_main_thread:
