@@ -130,3 +130,41 @@ def test_an_error_on_one_rank_is_told_by_that_rank_and_stops_the_run(tmp_path):
     assert lines == ["distil: error (rank 1): only rank 1 meets this", f"distil: error: {PEER_STOPPED}"]
     (run,) = run_dirs(tmp_path)
     assert json.loads((run / "metrics.json").read_text())["status"] == f"failed: {PEER_STOPPED}"
+
+
+STOPPED_AFTER_EPOCH_2 = """
+import os, sys
+from distil.training.checkpoint import Checkpoint
+saved = Checkpoint.save
+def save_then_stop(checkpoint, state):
+    saved(checkpoint, state)
+    if state.get("epoch") == 2 and os.environ["RANK"] == "0":
+        raise KeyboardInterrupt  # as Ctrl-C after the second epoch's checkpoint
+Checkpoint.save = save_then_stop
+from distil.cli.main import main
+sys.argv = ["distil", *sys.argv[1:]]
+main()
+"""
+
+
+@pytest.mark.slow  # three two-process runs
+def test_fine_tuning_stopped_under_torchrun_resumes_to_the_uninterrupted_weights(tmp_path):
+    """Stopped after its second epoch's checkpoint and run again, a two-process fine-tuning ends with the
+    weights and history of one never stopped. Batches of 5 split 3 + 2, so the two ranks' dropout
+    generators part: each must take up its own state, not rank 0's."""
+    args = [*SMOKE, "schedule=d1", "teacher.finetune.batch_size=5", "teacher.finetune.epochs=3",
+            "teacher.finetune.patience=3"]
+    reference, resumed = tmp_path / "reference", tmp_path / "resumed"
+    for path in (reference, resumed):
+        path.mkdir()
+    done = distil(reference, *args, processes=2)
+    assert done.returncode == 0, done.stderr[-3000:]
+    stopped = distil(resumed, *args, processes=2, script=STOPPED_AFTER_EPOCH_2)
+    assert stopped.returncode != 0 and not list((resumed / "outputs/cache/teachers").glob("*/manifest.json"))
+    again = distil(resumed, *args, processes=2)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "resuming" in (run_dirs(resumed)[-1] / "distil.log").read_text()
+    teachers = [next((path / "outputs/cache/teachers").iterdir()) for path in (reference, resumed)]
+    infos = [json.loads((t / MANIFEST).read_text())["info"] for t in teachers]
+    assert infos[1]["history"] == infos[0]["history"]
+    assert (teachers[1] / "model.safetensors").read_bytes() == (teachers[0] / "model.safetensors").read_bytes()

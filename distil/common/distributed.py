@@ -131,6 +131,15 @@ def broadcast(value: Any, source: int = 0) -> Any:
     return box[0]
 
 
+def gathered(value: Any) -> list:
+    """Every rank's `value`, in rank order, on every rank (any picklable object): [value] on one process."""
+    if not active():
+        return [value]
+    values: list = [None] * world_size()
+    _dist().all_gather_object(values, value)
+    return values
+
+
 def any_rank(flag: bool) -> bool:
     """True on every rank if it is true on any (a non-finite loss on one rank stops them all)."""
     if not active():

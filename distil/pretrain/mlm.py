@@ -39,7 +39,7 @@ from distil.errors import DistilError, check_choice
 from distil.pretrain.corpus import ExampleSampler, lines_digest, read_lines, tokenize, unigram_loss
 from distil.pretrain.masking import IGNORE
 from distil.store.artifacts import Artifact, ArtifactStore
-from distil.training.checkpoint import Checkpoint, cuda_rng_states, restore_rng_states
+from distil.training.checkpoint import Checkpoint, cuda_rng_states, rank_rng_states, restore_rng_states
 from distil.training.loop import optimiser_step
 
 log = logging.getLogger(__name__)
@@ -167,7 +167,8 @@ def pretrain(cfg: PretrainConfig, layers: int, hidden: int, tokenizer, lines: li
         generator.set_state(state["torch_rng"])
         # dropout draws from torch's global generator on the CPU, and from the CUDA ones on a GPU (those
         # restored only on a machine with as many GPUs; a checkpoint from before them has none)
-        restore_rng_states({"torch_rng": state["dropout_rng"], "cuda_rng": state.get("cuda_rng")})
+        restore_rng_states({"torch_rng": state["dropout_rng"], "cuda_rng": state.get("cuda_rng"),
+                            "rank_rng": state.get("rank_rng")})
         step, history, seconds = state["step"], state["history"], state["seconds"]
         log.info("resuming pre-training at step %d of %d from %s", step, cfg.steps, checkpoint)
     model.train()
@@ -212,7 +213,8 @@ def pretrain(cfg: PretrainConfig, layers: int, hidden: int, tokenizer, lines: li
                 log.info("pre-training step %d/%d: %s", step, cfg.steps,
                          ", ".join(f"{k} {v:.4f}" for k, v in entry.items() if k != "step"))
                 running = {"mlm": 0.0, "nsp": 0.0, "n": 0}
-            if step < cfg.steps and time.perf_counter() - saved >= cfg.checkpoint_every_seconds:
+            # rank 0's clock decides for every rank: saving gathers each rank's dropout state
+            if step < cfg.steps and distributed.broadcast(time.perf_counter() - saved >= cfg.checkpoint_every_seconds):
                 save_checkpoint(checkpoint, model, optimizer, scheduler, rng, generator, step, history,
                                 time.perf_counter() - started, scaler)
                 saved = time.perf_counter()
@@ -302,7 +304,7 @@ def save_checkpoint(path: Path, model, optimizer, scheduler, rng, generator, ste
     Checkpoint(path).save({
         "model": model.state_dict(), "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
         "numpy_rng": rng.bit_generator.state, "torch_rng": generator.get_state(),
-        "dropout_rng": torch.get_rng_state(), "cuda_rng": cuda_rng_states(),
+        "dropout_rng": torch.get_rng_state(), "cuda_rng": cuda_rng_states(), **rank_rng_states(),
         "scaler": scaler.state_dict() if scaler is not None and scaler.is_enabled() else None,
         "step": step, "history": history, "seconds": seconds})
 

@@ -54,7 +54,7 @@ from distil.store.artifacts import Artifact, ArtifactStore
 from distil.store.claims import ShardClaims
 from distil.students.sra import SRAStudent
 from distil.students.vocab import TrimmedVocab
-from distil.training.checkpoint import Checkpoint, cuda_rng_states, restore_rng_states
+from distil.training.checkpoint import Checkpoint, cuda_rng_states, rank_rng_states, restore_rng_states
 from distil.training.loop import optimiser_step
 from distil.training.losses import representation_cosine
 
@@ -291,7 +291,8 @@ def distil_agnostic(cfg, load_encoder, tokenizer, student_cfg, initial_rows, lin
         rng.bit_generator.state = state["numpy_rng"]  # where the pass under way drew its batches
         # dropout's generators: the CPU's, and the CUDA ones only on a machine with as many GPUs (a
         # checkpoint from before them has none)
-        restore_rng_states({"torch_rng": state["dropout_rng"], "cuda_rng": state.get("cuda_rng")})
+        restore_rng_states({"torch_rng": state["dropout_rng"], "cuda_rng": state.get("cuda_rng"),
+                            "rank_rng": state.get("rank_rng")})
         epoch, history, seconds = state["epoch"], state["history"], state["seconds"]
         # a checkpoint of an earlier version was taken at a pass's end
         step, position, total = state.get("step", epoch * per_pass), state.get("position", 0), state.get("total", 0.0)
@@ -302,7 +303,7 @@ def distil_agnostic(cfg, load_encoder, tokenizer, student_cfg, initial_rows, lin
 
     def save(pass_rng: dict) -> None:
         checkpoint.save({"model": student.state_dict(), "optimizer": optimizer.state_dict(), "numpy_rng": pass_rng,
-                         "dropout_rng": torch.get_rng_state(), "cuda_rng": cuda_rng_states(),
+                         "dropout_rng": torch.get_rng_state(), "cuda_rng": cuda_rng_states(), **rank_rng_states(),
                          "scaler": scaler.state_dict() if scaler.is_enabled() else None,
                          "epoch": epoch, "step": step, "position": position,
                          "total": total, "history": history, "seconds": time.perf_counter() - started})
@@ -329,7 +330,8 @@ def distil_agnostic(cfg, load_encoder, tokenizer, student_cfg, initial_rows, lin
                 total += value * len(rows)
                 step, position = step + 1, position + 1
                 progress.update(bar, advance=1, status=f"loss {value:.4f}")
-                if step < budget and time.perf_counter() - saved >= CHECKPOINT_SECONDS:
+                # rank 0's clock decides for every rank: saving gathers each rank's dropout state
+                if step < budget and distributed.broadcast(time.perf_counter() - saved >= CHECKPOINT_SECONDS):
                     save(pass_rng)
                     saved = time.perf_counter()
             seen = sum(len(rows) for rows in batches[:position])

@@ -51,7 +51,8 @@ class Checkpoint:
         return torch.load(self.path, weights_only=True, map_location="cpu")
 
     def due(self) -> bool:
-        return time.monotonic() - self._last_save >= self.every_seconds
+        """Rank 0's clock decides for every rank under torchrun (saving gathers every rank's state)."""
+        return distributed.broadcast(time.monotonic() - self._last_save >= self.every_seconds)
 
     def save(self, state: dict) -> None:
         """Whole or absent; written by rank 0 alone under torchrun (every rank holds the same state)."""
@@ -82,18 +83,30 @@ def plain(value: Any) -> Any:
 def rng_states(rng: np.random.Generator | None = None) -> dict:
     """Every random state training reads: torch's on the CPU and on every CUDA GPU (dropout, word
     dropout, init) and the schedule's batches (`rng`)."""
-    states = {"torch_rng": torch.get_rng_state(), "cuda_rng": cuda_rng_states()}
+    states = {"torch_rng": torch.get_rng_state(), "cuda_rng": cuda_rng_states(), **rank_rng_states()}
     if rng is not None:
         states["numpy_rng"] = rng.bit_generator.state
     return states
+
+
+def rank_rng_states() -> dict:
+    """Under torchrun, every rank's own torch generators (`rank_rng`, in rank order): each draws dropout
+    for its own rows, so their states part once the ranks' shares of a batch differ, and a resumed rank
+    must take up its own. Nothing on one process. Every rank calls it (a collective); rank 0 saves it."""
+    if not distributed.active():
+        return {}
+    return {"rank_rng": distributed.gathered({"torch_rng": torch.get_rng_state(), "cuda_rng": cuda_rng_states()})}
 
 
 def restore_rng_states(state: dict, rng: np.random.Generator | None = None) -> None:
     """As `rng_states` saved them. A checkpoint from a GPU resumes on the CPU (its CUDA states have
     nowhere to go, and the CPU run draws nothing from them) and one from the CPU on a GPU (the GPU
     keeps its seeded state): the CPU generator and the batches' order are what both share."""
-    torch.set_rng_state(state["torch_rng"].cpu())
-    cuda = state.get("cuda_rng") or []
+    ranks = state.get("rank_rng") or []
+    # the same number of processes: each takes up its own generators (the batches' order is everyone's)
+    own = ranks[distributed.rank()] if len(ranks) == distributed.world_size() > 1 else state
+    torch.set_rng_state(own["torch_rng"].cpu())
+    cuda = own.get("cuda_rng") or []
     if cuda and torch.cuda.is_available() and len(cuda) == torch.cuda.device_count():
         torch.cuda.set_rng_state_all([s.cpu() for s in cuda])
     if rng is not None and state.get("numpy_rng") is not None:

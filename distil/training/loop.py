@@ -155,7 +155,7 @@ def fit(
                                                                                 or hold_min_steps(best_dev))):
                 log.info("%s: no dev improvement for %d epochs, stopping", description, patience)
                 stopped = True
-            if checkpoint is not None and distributed.is_main() and checkpoint.due():
+            if checkpoint is not None and checkpoint.due():  # every rank: the state gathers theirs
                 checkpoint.save({
                     "epoch": epoch, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
                     "scheduler": scheduler.state_dict() if scheduler is not None else None,
