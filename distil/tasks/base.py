@@ -170,5 +170,18 @@ class Task:
         (no gold labels needed, so the transfer set has them too)."""
         return {}
 
+    # Serving one text: `logits` its model outputs ([outputs], or [wordpieces, outputs] for tagging),
+    # `context` what encode_text kept of it for decoding (a tagged text's words).
+    gives_probabilities: bool = True  # its outputs are logits over `names`, not a score
+
+    def prediction(self, logits: torch.Tensor, context, names: list[str]):
+        """What the model predicts for one text: a label (a score for regression, a tag per word for tagging)."""
+        raise NotImplementedError
+
+    def probabilities(self, logits: torch.Tensor, context) -> np.ndarray:
+        """The softmax of one text's logits, in `names` order."""
+        return logits.float().softmax(-1).numpy()
+
     def decode(self, logits: torch.Tensor, context, names: list[str]) -> str:
+        """One text's prediction as `distil predict` prints it."""
         raise NotImplementedError

@@ -84,10 +84,12 @@ class ClassificationTask(Task):
             return {}
         return {"prediction_variance": total / count, "max_prediction_variance": (1 / classes) * (1 - 1 / classes)}
 
+    def prediction(self, logits: torch.Tensor, context, names: list[str]) -> str:
+        return names[int(logits.argmax())]
+
     def decode(self, logits: torch.Tensor, context, names: list[str]) -> str:
-        probabilities = logits.softmax(-1)
-        best = int(probabilities.argmax())
-        return f"{names[best]}\t{probabilities[best]:.3f}"
+        """The label and its probability, tab-separated."""
+        return f"{self.prediction(logits, context, names)}\t{self.probabilities(logits, context).max():.3f}"
 
 
 def confusion(predicted: np.ndarray, gold: np.ndarray, classes: int) -> np.ndarray:

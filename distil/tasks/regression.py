@@ -87,5 +87,13 @@ class RegressionTask(Task):
         gold = pd.Series(split.labels.double().numpy())
         return {name: float(predicted.corr(gold, method=name)) for name in self.metrics}  # pandas' names
 
+    gives_probabilities = False
+
+    def prediction(self, logits: torch.Tensor, context, names: list[str]) -> float:
+        return float(logits[0])
+
+    def probabilities(self, logits: torch.Tensor, context):
+        raise DistilError("a regression student predicts a score, not class probabilities; use predict()")
+
     def decode(self, logits: torch.Tensor, context, names: list[str]) -> str:
-        return f"{float(logits[0]):.3f}"
+        return f"{self.prediction(logits, context, names):.3f}"

@@ -129,16 +129,42 @@ class TaggingTask(Task):
             result["per_language"] = per_language
         return result
 
-    def decode(self, logits: torch.Tensor, context, names: list[str]) -> str:
-        words, word_ids = context
+    def prediction(self, logits: torch.Tensor, context, names: list[str]) -> list[str]:
+        """A tag per word of the text (text.split()), read at its first wordpiece; a word cut off by
+        max_length is 'O', as `score` counts it, and so is a wordpiece's 'X'."""
         best = logits.argmax(-1).tolist()
-        tags, seen = [], set()
-        for position, word in enumerate(word_ids):
-            if word is not None and word not in seen:
-                seen.add(word)
-                label = names[best[position]]
-                tags.append(f"{words[word]}/{'O' if label == X_TAG else label}")
-        return " ".join(tags)
+        tags = [names[best[position]] if position is not None else "O" for position in word_positions(context)]
+        return ["O" if tag == X_TAG else tag for tag in tags]
+
+    def probabilities(self, logits: torch.Tensor, context) -> np.ndarray:
+        """[words, outputs]: each word's softmax at its first wordpiece."""
+        return self.word_rows(super().probabilities(logits, context), context)
+
+    def word_rows(self, rows: np.ndarray, context) -> np.ndarray:
+        """[wordpieces, ...] -> [words, ...]: each word's row at its first wordpiece, NaN for a word cut
+        off by max_length."""
+        words = np.full((len(context[0]), *rows.shape[1:]), np.nan, dtype=rows.dtype)
+        for word, position in enumerate(word_positions(context)):
+            if position is not None:
+                words[word] = rows[position]
+        return words
+
+    def decode(self, logits: torch.Tensor, context, names: list[str]) -> str:
+        """Each word as word/TAG."""
+        words, _ = context
+        return " ".join(f"{word}/{tag}" for word, tag in zip(words, self.prediction(logits, context, names),
+                                                                  strict=True))
+
+
+def word_positions(context) -> list[int | None]:
+    """Each word's first wordpiece position (encode_text's context: the words and each wordpiece's
+    word), None for a word the tokenizer cut off."""
+    words, word_ids = context
+    first: dict[int, int] = {}
+    for position, word in enumerate(word_ids):
+        if word is not None:
+            first.setdefault(word, position)
+    return [first.get(word) for word in range(len(words))]
 
 
 def align(word_ids: list[int | None], tags: list[int], x_label: int) -> tuple[list[int], list[int]]:
