@@ -115,28 +115,43 @@ class SavedStudent:
         student_ids = tuple(self.vocab.map(part) for part in ids) if isinstance(ids, tuple) else self.vocab.map(ids)
         return student_ids, context
 
-    def encode_batch(self, texts: list[str]) -> tuple[torch.Tensor, ...]:
+    def encode_batch(self, texts: list[str], one_request: bool = True) -> tuple[torch.Tensor, ...]:
         """The model's inputs for many texts (one batched tokenizer call): what serving a batch costs
-        before the model runs."""
+        before the model runs. `one_request` False: one text too in the batched layout (an exported
+        model reads only that), without the one-request fast paths of a bag student."""
         max_length = self.config["max_length"]
-        if self.word_rows is not None and len(texts) == 1:
+        if one_request and self.word_rows is not None and len(texts) == 1:
             return (words_of(texts[0], max_length),)  # one request to a folded word table: its words (WordRows)
         if self.bags:
-            return self._bags(texts)
+            return self._bags(texts, one_request)
+        return self.padded_batch(texts)
+
+    def padded_batch(self, texts: list[str]) -> tuple[torch.Tensor, ...]:
+        """Padded (ids, mask) inputs, or two pairs of them for a pair read apart: what the model's own
+        forward reads, a bag student's too (which serves from bags, but has its representation here)."""
+        max_length = self.config["max_length"]
         if reads_words(self.cfg):
             return model_inputs([self.vocab.map(words_of(text, max_length)) for text in texts])
         ids = self.task.encode_texts(self.tokenizer, texts, max_length, apart=reads_pairs_apart(self.cfg))
         return model_inputs([tuple(self.vocab.map(part) for part in example) if isinstance(example, tuple)
                              else self.vocab.map(example) for example in ids])
 
-    def _bags(self, texts: list[str]) -> tuple[torch.Tensor, ...]:
+    def encode_with_contexts(self, texts: list[str], one_request: bool = True) -> tuple[tuple, list]:
+        """(encode_batch's inputs, each text's context for the task's decode): a tagged text's words and
+        its wordpieces' words (read from the same tokenizer call), None for the other tasks."""
+        if not self.task.per_token:
+            return self.encode_batch(texts, one_request), [None] * len(texts)
+        encoded = [self._encode(text) for text in texts]  # tagging tokenises text by text anyway
+        return model_inputs([ids for ids, _ in encoded]), [context for _, context in encoded]
+
+    def _bags(self, texts: list[str], one_request: bool = True) -> tuple[torch.Tensor, ...]:
         """(student ids laid end to end, offsets) per sentence column: each text's, or a pair's first
         sentences' then their seconds'."""
         columns = split_pairs(texts) if self.task.inputs == "pair" else (texts,)
         bags = []
         for column in columns:
             ids = self._bag_tokens(column)
-            if len(ids) == 1 and self.one_request is not None:  # one request, served in numpy: its ids
+            if len(ids) == 1 and one_request and self.one_request is not None:  # served in numpy: its ids
                 return (self._student_ids(ids[0]),)
             if len(ids) == 1:  # one request: no lengths to count, no offsets to sum
                 bags += [torch.from_numpy(self._student_ids(ids[0])), ONE_BAG]
@@ -154,6 +169,11 @@ class SavedStudent:
         if len(inputs) == 1 and self.one_request is not None:  # one request, in numpy (encode_batch)
             return torch.from_numpy(self.one_request(inputs[0]))
         return fetch(self._model_logits(self.runtime.put(inputs)))
+
+    @torch.inference_mode()
+    def outputs(self, inputs: tuple) -> dict[str, torch.Tensor]:
+        """Every output of the model's forward (the representation too) for padded_batch's inputs, on the CPU."""
+        return fetch(self.model(*self.runtime.put(inputs)))
 
     @torch.inference_mode()
     def _model_logits(self, inputs: tuple[torch.Tensor, ...]) -> torch.Tensor:
