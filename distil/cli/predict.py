@@ -1,13 +1,20 @@
 """`distil predict <run dir> TEXT... | --file F`: load a saved student and print its predictions.
 
-Pairs are given as "first sentence ||| second sentence". Tagging prints word/TAG. The student
-serves on the CPU unless --device (device=...) names another: auto, cuda, cuda:N or mps.
+Texts go through the student in batches (--batch-size) with the Python API (distil.serve.api.Student),
+on the torch weights or an ONNX export (--backend). Pairs are given as "first sentence ||| second
+sentence", or in --file as the two sentences on one line, tab-separated. Tagging prints word/TAG.
+A schedule=d0 run serves a student per language: --language names one, else each text goes to the
+student whose vocabulary knows most of it. The student serves on the CPU unless --device
+(device=...) names another: auto, cuda, cuda:N or mps. The whole input's throughput goes to stderr.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import math
 import sys
+import time
 from pathlib import Path
 
 from distil.cli.parsing import Parser
@@ -20,20 +27,25 @@ examples:
   distil predict outputs/runs/<date>/<time> "a gripping, funny film"
   distil predict run_dir=outputs/runs/<date>/<time> text="a gripping, funny film"
   distil predict outputs/runs/<date>/<time> --file texts.txt        # one text per line
+  distil predict outputs/runs/<date>/<time> --file texts.txt --jsonl > predictions.jsonl
   distil predict outputs/runs/<date>/<time> "first sentence ||| second sentence"
+  distil predict outputs/runs/<date>/<time> --backend onnx --file texts.txt   # after `distil export`
+  distil predict outputs/runs/<date>/<time> --language es "Juan vive en Madrid"   # a schedule=d0 run
   distil predict outputs/runs/<date>/<time> --device cuda --file texts.txt
 """
+KEYS = {"file": "--file", "device": "--device", "backend": "--backend", "language": "--language",
+        "batch_size": "--batch-size"}  # distil's key=value form -> the option
 
 
 def predict_arguments(args: list[str]) -> list[str]:
-    """`distil predict run_dir=R text="..." file=F device=D` in the positional argument form."""
+    """`distil predict run_dir=R text="..." file=F device=D ...` in the positional argument form."""
     translated = []
     for arg in args:
         key, _, value = arg.partition("=")
         if key == "run_dir":
             translated.insert(0, value)
-        elif key in ("file", "device"):
-            translated += [f"--{key}", value]
+        elif key in KEYS:
+            translated += [KEYS[key], value]
         else:  # text=... or a bare text
             translated.append(value if key == "text" else arg)
     return translated
@@ -60,12 +72,26 @@ def read_texts(args: argparse.Namespace) -> list[str]:
     return texts
 
 
+def as_pairs(texts: list[str]) -> list:
+    """A --file line with a tab and no '|||' is a pair, its two sentences either side of the first tab."""
+    return [tuple(text.split("\t", 1)) if "\t" in text and PAIR_SEPARATOR not in text else text for text in texts]
+
+
 def build_parser(prog: str) -> argparse.ArgumentParser:
     parser = Parser(prog, "distil predict", __doc__.splitlines()[0], EXAMPLES)
     parser.add_argument("run_dir", type=Path, help="a run directory (or its student/ folder); also run_dir=R")
     parser.add_argument("text", nargs="*", help=f"texts to label (also text=...); a pair is "
                                                 f"'first {PAIR_SEPARATOR} second'")
-    parser.add_argument("--file", type=Path, help="one text per line (also file=F)")
+    parser.add_argument("--file", type=Path, help="one text per line, or a pair's two sentences tab-separated "
+                                                  "(also file=F)")
+    parser.add_argument("--jsonl", action="store_true",
+                        help="one JSON object per text: text, label and probabilities (per word for tagging)")
+    parser.add_argument("--batch-size", type=int, default=64, help="texts per batch (default 64; also batch_size=N)")
+    parser.add_argument("--backend", default="torch", choices=("torch", "onnx", "onnx-int8"),
+                        help="torch (default), or the ONNX export `distil export RUN_DIR [--int8]` wrote "
+                             "(also backend=B)")
+    parser.add_argument("--language", help="a schedule=d0 run's student of this language (default: each text "
+                                           "goes to the student whose vocabulary knows most of it; also language=L)")
     # the CPU by default: a prediction serves a few texts, and a GPU's start-up costs more than they do
     parser.add_argument("--device", default="cpu",
                         help="where the student runs: cpu (default), auto, cuda, cuda:N or mps (also device=D)")
@@ -73,23 +99,55 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None, prog: str = "distil predict", keys: bool = True) -> int:
-    """keys: also take `run_dir=R text=... file=F device=D` (distil's key=value form; the alias never did)."""
+    """keys: also take `run_dir=R text=... file=F device=D ...` (distil's key=value form; the alias never did)."""
     argv = sys.argv[1:] if argv is None else argv
-    args = build_parser(prog).parse_args(predict_arguments(argv) if keys else argv)
-    directory = args.run_dir / "student" if (args.run_dir / "student").is_dir() else args.run_dir
+    args = build_parser(prog).parse_intermixed_args(predict_arguments(argv) if keys else argv)
     with console_command(prog):
         texts = read_texts(args)
+        if args.batch_size < 1:
+            raise DistilError(f"--batch-size {args.batch_size} must be at least 1")
         # torch and transformers: only once the input is read
         from distil.common.runtime import Runtime, use
-        from distil.serve.student import SavedStudent
+        from distil.serve.api import Student
 
         # the command's whole length: the student loads and serves on it (a device this machine lacks
         # is one line, before any loading)
         with use(Runtime.resolve(args.device)):
-            student = SavedStudent(directory)
-            for text in texts:
-                print(f"{student.predict(text)}\t{text}")
+            student = Student.load(args.run_dir, backend=args.backend, language=args.language)
+            if student.inputs == "pair":
+                texts = as_pairs(texts)
+            started = time.perf_counter()
+            predictions = student.predictions(texts, batch_size=args.batch_size)
+            seconds = time.perf_counter() - started
+        for prediction in predictions:
+            print(json_line(prediction, student.labels) if args.jsonl else plain_line(prediction))
+        print(f"{len(texts)} texts in {seconds:.2f} s: {len(texts) / max(seconds, 1e-9):,.0f} texts/s "
+              f"({args.backend}, batch {args.batch_size})", file=sys.stderr)
     return 0
+
+
+def plain_line(prediction) -> str:
+    """The prediction, then (for a schedule=d0 run) the language that served it, then the text; tab-separated."""
+    language = [] if prediction.language is None else [prediction.language]
+    return "\t".join([prediction.line, *language, prediction.text])
+
+
+def json_line(prediction, labels: list[str]) -> str:
+    """text, label and probabilities ({label: p}; per word for tagging, null for a word cut off), and the
+    language that served it for a schedule=d0 run."""
+    record = {"text": prediction.text, "label": prediction.label, "probabilities": None}
+    if prediction.probabilities is not None:
+        rows = prediction.probabilities
+        record["probabilities"] = ([label_probabilities(row, labels) for row in rows] if rows.ndim == 2
+                                   else label_probabilities(rows, labels))
+    if prediction.language is not None:
+        record["language"] = prediction.language
+    return json.dumps(record, ensure_ascii=False)
+
+
+def label_probabilities(row, labels: list[str]) -> dict[str, float] | None:
+    values = [float(value) for value in row]
+    return None if any(math.isnan(value) for value in values) else dict(zip(labels, values, strict=True))
 
 
 def alias() -> None:
