@@ -31,6 +31,8 @@ from distil.run.flags import predicted_classes, run_warnings
 from distil.run.plan import RunPlan, plan_run
 from distil.run.schedule import StudentSplit, run_schedule
 from distil.run.tracked import log_outcome, run_tracker
+from distil.serve.card import write_cards
+from distil.serve.routing import write_routing
 from distil.serve.speed import examples_per_second
 from distil.serve.student import write_student
 from distil.store.artifacts import ArtifactStore
@@ -162,7 +164,8 @@ def _run(cfg: Config, plan: RunPlan, run_dir: Path, choices: dict, overrides: li
         "runtime": plan.runtime.describe(),  # the device, its name and the precision
         "artifacts": {"teacher": teacher.key, "targets": targets.key,
                       "teacher_reused": teacher.reused, "targets_reused": targets.reused,
-                      "teacher_ran": not (teacher.reused and targets.reused)},
+                      "teacher_ran": not (teacher.reused and targets.reused),
+                      "transfer_fingerprint": split_fingerprint(targets, "transfer")},
         "seconds": round(time.perf_counter() - started, 1),
         "phases": phases.seconds,  # where the seconds went (distil bench demo reads them)
     }
@@ -176,7 +179,14 @@ def _run(cfg: Config, plan: RunPlan, run_dir: Path, choices: dict, overrides: li
         log.warning(warning)
     if distributed.is_main():
         write_json_atomic(run_dir / "metrics.json", metrics)
+        write_cards(run_dir)  # each student folder's README.md, from the metrics.json just written
     return metrics
+
+
+def split_fingerprint(targets, split: str) -> str | None:
+    """The content hash of a split the cached targets were computed on (TaskData.fingerprint, recorded in
+    the cache's manifest); None for a cache built before fingerprints were recorded."""
+    return targets.info.get("splits", {}).get(split, {}).get("fingerprint")
 
 
 def train_students(cfg: Config, plan: RunPlan, data: TaskData, prepared: dict[str, PreparedSplit],
@@ -194,6 +204,8 @@ def train_students(cfg: Config, plan: RunPlan, data: TaskData, prepared: dict[st
                                           {n: v.select(rows[n]) for n, v in views.items()}, teacher_vocab,
                                           language=lang, start=start)
             save_student(results[lang], cfg, plan, data, tokenizer, run_dir / f"student-{lang}")
+        if distributed.is_main():
+            write_routing(run_dir, list(results))  # the run directory serves every language's student
         student = _merge_languages(results, plan.task)
         first = next(iter(results.values()))
     else:
