@@ -4,6 +4,7 @@ schedule=d0 run's students routed by language, on smoke runs made once per modul
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -70,7 +71,7 @@ def test_predict_in_batches_gives_what_one_text_at_a_time_gives(smoke_run):
 
 def test_bad_texts_are_one_line_errors(smoke_run):
     student = Student.load(smoke_run())
-    with pytest.raises(DistilError, match="text 2 is empty; give a non-empty text"):
+    with pytest.raises(DistilError, match="text 2 is empty; give a non-empty text to label"):
         student.predict(["soup", "  "])
     with pytest.raises(DistilError, match=r"text 1 is a 2-tuple, but this student reads single texts"):
         student.predict([("soup", "bread")])
@@ -83,7 +84,10 @@ def test_bad_texts_are_one_line_errors(smoke_run):
 
 
 def test_encode_gives_the_representation_a_schedule_trained(smoke_run):
-    with pytest.raises(DistilError, match="has no representation to encode"):
+    message = ("student 'bilstm' has no representation to encode: it was trained without a representation loss; "
+               "encode() needs an SRA student (student=sra) or a schedule that compares hidden states (e.g. "
+               "schedule=d4.1)")
+    with pytest.raises(DistilError, match=re.escape(message)):
         Student.load(smoke_run()).encode(["soup"])  # schedule d1 compares no hidden states
     student = Student.load(smoke_run("schedule=d4.1"))  # a representation loss: the projection to the teacher
     texts = held_out()
@@ -122,7 +126,8 @@ def test_regression_predicts_scores_and_no_probabilities(smoke_run):
     student = Student.load(smoke_run("dataset=toy-sts"))
     scores = student.predict(held_out("dataset=toy-sts", column="pair")[:5])
     assert len(scores) == 5 and all(isinstance(score, float) for score in scores)
-    with pytest.raises(DistilError, match="predicts a regression score, not class probabilities"):
+    message = "this student predicts a regression score, not class probabilities; use predict()"
+    with pytest.raises(DistilError, match=re.escape(message)):
         student.predict_proba(["a cat ||| a dog"])
 
 
@@ -236,3 +241,43 @@ def test_import_distil_is_cheap():
     code = "import sys, distil; assert 'torch' not in sys.modules; distil.Student; assert 'torch' in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
 
+
+
+PREDICT_ERRORS = [  # (id, the run's overrides, arguments after the run directory, the message; <dir>: the run's)
+    ("half-a-pair", ("dataset=toy-pair", "student=sra"), ["chef soup"],
+     "text 1 is not a pair; give (first, second) or 'first ||| second'"),
+    ("unknown-language", ("dataset=toy-ner", "student=bilstm-tagger", "schedule=d0"), ["anna", "--language", "cc"],
+     "no student for language 'cc'; this run has: aa, bb"),
+    ("language-of-one-student", (), ["soup", "--language", "aa"],
+     "language 'aa' was given but <dir>/student is one student for every language (not a schedule=d0 run); "
+     "drop the language"),
+    ("languages-alike", ("dataset=toy-ner", "student=bilstm-tagger", "schedule=d0"), ["anna"],
+     "the students of languages aa, bb share one vocabulary, so a text's language cannot be told from its tokens; "
+     "name one: language=... (distil predict --language)"),
+    ("batch-size", (), ["soup", "--batch-size", "0"], "--batch-size 0 must be at least 1"),
+]
+
+
+@pytest.mark.parametrize("overrides,args,message", [case[1:] for case in PREDICT_ERRORS],
+                         ids=[case[0] for case in PREDICT_ERRORS])
+def test_predict_errors_are_one_line(smoke_run, capsys, overrides, args, message):
+    from distil.cli.predict import main as predict
+
+    run_dir = smoke_run(*overrides)
+    with pytest.raises(SystemExit) as exit_:
+        predict([str(run_dir), *args])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and "Traceback" not in err
+    assert err.strip().splitlines()[-1] == f"distil predict: error: {message.replace('<dir>', str(run_dir))}"
+
+
+def test_a_card_needs_a_finished_run(tmp_path, capsys):
+    from distil.cli.card import main as card
+
+    (tmp_path / "metrics.json").write_text(json.dumps({"status": "failed: interrupted"}))
+    for directory, message in [(tmp_path / "none", "<dir> has no metrics.json; pass the directory of a finished run"),
+                               (tmp_path, "<dir> did not finish (status: failed: interrupted); its student has no "
+                                          "card")]:
+        with pytest.raises(SystemExit):
+            card([str(directory)])
+        assert capsys.readouterr().err.strip() == f"distil card: error: {message.replace('<dir>', str(directory))}"
