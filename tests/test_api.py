@@ -281,3 +281,8 @@ def test_a_card_needs_a_finished_run(tmp_path, capsys):
         with pytest.raises(SystemExit):
             card([str(directory)])
         assert capsys.readouterr().err.strip() == f"distil card: error: {message.replace('<dir>', str(directory))}"
+
+
+def test_a_sentence_to_tag_may_be_its_words(smoke_run):
+    student = Student.load(smoke_run("dataset=toy-ner", "student=bilstm-tagger"))
+    assert student.predict([["anna", "visited", "acme"]]) == student.predict(["anna visited acme"])

@@ -5,13 +5,13 @@
     s.predict_proba(["a gripping, funny film"])            # softmax probabilities, in s.labels order
     s.encode(["a gripping, funny film"])                   # the representation, for students with one
 
-A pair is a tuple (first, second), or "first ||| second" as `distil predict` takes it. Texts go
-through the model `batch_size` at a time, shortest first (less padding), and come back in the
-order given. Backends: "torch" (the saved weights), "onnx" and "onnx-int8" (its export, `distil
-export RUN_DIR [--int8]`); every one reads the inputs SavedStudent encodes and decodes through the
-task, so they differ only by the arithmetic of the model. A schedule=d0 run serves a student per
-language (distil/serve/routing.py): `language=` names one, else each text goes to the student whose
-vocabulary knows most of its tokens.
+A pair is a tuple (first, second), or "first ||| second" as `distil predict` takes it; a sentence to
+tag is a string, or the list of its words. Texts go through the model `batch_size` at a time,
+shortest first (less padding), and come back in the order given. Backends: "torch" (the saved
+weights), "onnx" and "onnx-int8" (its export, `distil export RUN_DIR [--int8]`); every one reads the
+inputs SavedStudent encodes and decodes through the task, so they differ only by the arithmetic of
+the model. A schedule=d0 run serves a student per language (distil/serve/routing.py): `language=`
+names one, else each text goes to the student whose vocabulary knows most of its tokens.
 """
 
 from __future__ import annotations
@@ -167,6 +167,7 @@ class RoutedStudent:
                               f"text's language cannot be told from its tokens; name one: language=... "
                               f"(distil predict --language)")
         self.labels, self.task, self.inputs = first.labels, first.task, first.inputs
+        self.per_word = first.saved.task.per_token  # encode gives an array per text, not one for all
 
     @property
     def languages(self) -> list[str]:
@@ -189,7 +190,7 @@ class RoutedStudent:
 
     def encode(self, texts: Iterable[Text], batch_size: int = BATCH_SIZE) -> np.ndarray | list[np.ndarray]:
         encoded = self._routed(texts, lambda student, part: list(student.encode(part, batch_size)))
-        return encoded if self.task == "tagging" or not encoded else np.stack(encoded)
+        return encoded if self.per_word or not encoded else np.stack(encoded)
 
     def _routed(self, texts: Iterable[Text], serve) -> list:
         texts = list(texts)
@@ -217,6 +218,8 @@ def as_texts(texts: Iterable[Text], inputs: str) -> list[str]:
     texts = [texts] if isinstance(texts, str) else list(texts)
     joined = []
     for number, text in enumerate(texts, start=1):
+        if isinstance(text, tuple | list) and inputs == "tokens":  # a sentence given as its words
+            text = " ".join(text)
         if isinstance(text, tuple | list):
             if inputs != "pair" or len(text) != 2:
                 raise DistilError(f"text {number} is a {len(text)}-tuple, but this student reads "
