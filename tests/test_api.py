@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from distil.errors import DistilError
-from distil.serve.api import RoutedStudent, Student
+from distil.serve.api import PROGRESS_FROM, RoutedStudent, Student
 from distil.serve.student import SavedStudent
 from distil.students.vocab import TrimmedVocab
 from tests.conftest import compose_config, task_data_of
@@ -63,6 +63,8 @@ def test_predict_in_batches_gives_what_one_text_at_a_time_gives(smoke_run):
     assert student.predict(texts) == one_by_one
     assert Student.load(run_dir / "student").predict(texts[:3]) == one_by_one[:3]  # the folder itself
     assert student.predict(texts[0]) == one_by_one[:1]  # a lone string is one text, not its characters
+    many = texts * (PROGRESS_FROM // len(texts) + 1)  # enough for the progress bar
+    assert student.predict(many, batch_size=256) == one_by_one * (PROGRESS_FROM // len(texts) + 1)
     probabilities = np.stack(student.predict_proba(texts, batch_size=5))
     assert probabilities.shape == (len(texts), 3)
     np.testing.assert_allclose(probabilities.sum(axis=1), 1, rtol=1e-5)
