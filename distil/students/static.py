@@ -58,6 +58,8 @@ class StaticStudent(nn.Module):
         if inputs == "pair":  # a representation head maps each sentence's mean vector (Wu et al. 3.1)
             self.representation_size = embedding_dim
         self.classifier = nn.Linear(mlp_hidden_size or width, num_labels)
+        # forward_bags' mean of each bag (an export swaps in one that ONNX exporters trace: exportable.py)
+        self.bag_means = bag_means
 
     @classmethod
     def from_config(cls, cfg: StudentConfig, vocab_size: int, num_labels: int, task: Task):
@@ -100,8 +102,9 @@ class StaticStudent(nn.Module):
         if self.training:  # serving only: what follows is the eval-mode forward, without dropout
             raise RuntimeError("forward_bags serves a trained student: call .eval() first")
         table, mlp, classifier = self._served_layers()
-        pooled = pair_features(bag_means(table, *bags[:2]), bag_means(table, *bags[2:])) if self.inputs == "pair" \
-            else bag_means(table, *bags)
+        means = self.bag_means
+        pooled = pair_features(means(table, *bags[:2]), means(table, *bags[2:])) if self.inputs == "pair" \
+            else means(table, *bags)
         if mlp is not None:
             pooled = F.linear(pooled, *mlp).relu_()
         return {"pooled": pooled, "logits": F.linear(pooled, *classifier) if classifier is not None else pooled}
