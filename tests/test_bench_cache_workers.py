@@ -134,6 +134,7 @@ def test_quick_is_one_smoke_round_of_small_shards_and_bytes_that_differ_exit_1(t
     assert (tmp_path / "tables" / "bench-cache-workers.md").is_file()  # but its table is written
 
 
+@pytest.mark.slow  # two processes (torchrun or workers) on a smoke run: ~20 s
 def test_two_real_workers_split_the_tiny_teachers_shards_into_one_processs_bytes(tmp_path, monkeypatch):
     """Two worker processes (1 thread each) build the smoke job's targets into one fresh store: both compute
     shards, each shard once, and the files are byte for byte those one worker alone writes (run here)."""

@@ -120,6 +120,7 @@ main()
 """
 
 
+@pytest.mark.slow  # two processes (torchrun or workers) on a smoke run: ~20 s
 def test_an_error_on_one_rank_is_told_by_that_rank_and_stops_the_run(tmp_path):
     """A bad-input error that one process alone meets (a file missing on one host): that process tells it,
     rank 0 (whose collective fails as the other leaves) says another process stopped and records it in

@@ -46,7 +46,7 @@ WU = {"wu-table1": {"BiLSTM": "BiLSTM (our implementation)", "SRA": "BiLSTM_SRA 
 
 
 @pytest.mark.parametrize("name", sorted(WU))
-@pytest.mark.parametrize("scale", ["cpu", "paper"])
+@pytest.mark.parametrize("scale", ["cpu", pytest.param("paper", marks=pytest.mark.slow)])
 def test_wu_kd_rows_read_the_labeled_set_as_the_bilstm_and_sra_rows(name, scale):
     rows, cells = WU[name], composed_cells(name, scale)
     columns = sorted({column for _, column in cells}, key=str)

@@ -251,6 +251,7 @@ def test_only_rank_0_opens_a_tracker(tmp_path, monkeypatch):
         run_tracker(cfg, tmp_path / "run")
 
 
+@pytest.mark.slow  # two processes (torchrun or workers) on a smoke run: ~20 s
 def test_a_torchrun_run_is_one_mlflow_run(tmp_path, monkeypatch, file_store_opt_in_unset):
     """Two processes (torchrun, gloo): one MLflow run, each epoch logged once, by rank 0."""
     from tests.test_distributed import SMOKE, distil

@@ -27,26 +27,26 @@ def pretraining_key(cfg) -> str:
 
 
 @pytest.mark.parametrize("name", PRESETS)
-def test_every_cell_that_reads_pretraining_follows_the_run_seed(name):
+@pytest.mark.parametrize("scale", ["cpu", pytest.param("paper", marks=pytest.mark.slow)])  # composing is the cost
+def test_every_cell_that_reads_pretraining_follows_the_run_seed(name, scale):
     preset = load_preset(name)
-    for scale in preset.scales:
-        keys: dict[tuple, dict[int, str]] = {}
-        reads = 0
-        for row, column, seed, overrides in cell_specs(preset, scale):
-            cfg = compose_run_config(overrides)
-            pretrained = cfg.schedule.student_init == "pretrained"
-            assert (SEED_OVERRIDE in overrides) == pretrained, (scale, row, column)
-            if not pretrained:
-                # its key as before: pretrain.seed stays at its default, left out of the cell key
-                assert cfg.pretrain.seed == 0
-                assert "seed" not in _result_config(tuple(overrides[:-1]), None).get("pretrain", {})
-                continue
-            reads += 1
-            assert cfg.pretrain.seed == seed == cfg.seed, (scale, row, column)
-            keys.setdefault((row, column), {})[seed] = pretraining_key(cfg)
-        assert reads, f"{name} {scale}: no cell reads pre-training"
-        for cell, by_seed in keys.items():
-            assert len(set(by_seed.values())) == len(by_seed), (scale, cell, by_seed)  # one artifact per seed
+    keys: dict[tuple, dict[int, str]] = {}
+    reads = 0
+    for row, column, seed, overrides in cell_specs(preset, scale):
+        cfg = compose_run_config(overrides)
+        pretrained = cfg.schedule.student_init == "pretrained"
+        assert (SEED_OVERRIDE in overrides) == pretrained, (scale, row, column)
+        if not pretrained:
+            # its key as before: pretrain.seed stays at its default, left out of the cell key
+            assert cfg.pretrain.seed == 0
+            assert "seed" not in _result_config(tuple(overrides[:-1]), None).get("pretrain", {})
+            continue
+        reads += 1
+        assert cfg.pretrain.seed == seed == cfg.seed, (scale, row, column)
+        keys.setdefault((row, column), {})[seed] = pretraining_key(cfg)
+    assert reads, f"{name} {scale}: no cell reads pre-training"
+    for cell, by_seed in keys.items():
+        assert len(set(by_seed.values())) == len(by_seed), (scale, cell, by_seed)  # one artifact per seed
 
 
 def test_a_cell_of_another_seed_reads_another_pretraining_of_the_same_size():
