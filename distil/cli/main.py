@@ -13,6 +13,7 @@ SUBCOMMANDS = {
     "cache": ("cache", "main", "list, verify and prune the artifact cache (teachers, cached targets)"),
     "predict": ("predict", "main", "label texts with a saved student"),
     "card": ("card", "main", "render a finished run's model card (its student's README.md) again"),
+    "export": ("export", "main", "a run's student as ONNX (and int8), checked against PyTorch on its test split"),
     "pretrain": ("pretrain", "main", "build a student's task-independent start (masked LM or SRA)"),
     "table": ("table", "main", "run the missing cells of paper tables and write them (and --frontier-targets)"),
     "bench": ("bench", "main", "students | cache | checkpoint | all: size, speed and cost on this machine"),
