@@ -219,8 +219,10 @@ def test_the_onnx_server_takes_tensors_or_arrays_and_says_what_is_wrong(exported
     with pytest.raises(ValueError, match="takes 2 inputs"):
         session(inputs[:1])
     path.write_bytes(exported_path.read_bytes()[:100])
-    with pytest.raises(DistilError, match="is damaged"):
+    with pytest.raises(DistilError) as damaged:
         OnnxLogits(path)
+    assert str(damaged.value).startswith(f"{path} is damaged (")
+    assert str(damaged.value).endswith("); export it again with `distil export <run dir>`")
 
 
 def test_distil_export_on_a_smoke_run(tmp_path, monkeypatch, capsys):
