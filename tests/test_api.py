@@ -288,3 +288,41 @@ def test_a_card_needs_a_finished_run(tmp_path, capsys):
 def test_a_sentence_to_tag_may_be_its_words(smoke_run):
     student = Student.load(smoke_run("dataset=toy-ner", "student=bilstm-tagger"))
     assert student.predict([["anna", "visited", "acme"]]) == student.predict(["anna visited acme"])
+
+
+@pytest.mark.parametrize("overrides,column", [((), "text"), (("dataset=toy-ner", "student=bilstm-tagger"), "tokens"),
+                                              (("student=static",), "text")], ids=["bilstm", "tagger", "static"])
+def test_every_backend_predicts_the_same_on_the_test_split(smoke_run, capsys, overrides, column):
+    """torch, the ONNX export and its int8 copy: the same labels (tags) on the run's whole test split."""
+    pytest.importorskip("onnxruntime")
+    from distil.cli.export import main as export
+
+    run_dir = smoke_run(*overrides)
+    message = (f"{run_dir / 'student'} has no model.int8.onnx (backend onnx-int8); run `distil export RUN_DIR "
+               f"--int8` first")
+    with pytest.raises(DistilError, match=re.escape(message)):
+        Student.load(run_dir, backend="onnx-int8")
+    assert export([str(run_dir), "--int8"]) == 0
+    capsys.readouterr()
+    texts = held_out(*overrides, column=column)
+    served = {backend: Student.load(run_dir, backend=backend) for backend in ("torch", "onnx", "onnx-int8")}
+    labels = {backend: student.predict(texts, batch_size=5) for backend, student in served.items()}
+    assert labels["onnx"] == labels["torch"] and labels["onnx-int8"] == labels["torch"]
+    assert served["onnx"].predict(texts[:1]) == labels["torch"][:1]  # one text: a batch of one, not a fast path
+    np.testing.assert_allclose(np.concatenate(served["onnx"].predict_proba(texts)),
+                               np.concatenate(served["torch"].predict_proba(texts)), rtol=1e-4, atol=1e-5)
+    from distil.cli.card import main as card
+
+    assert card([str(run_dir)]) == 0  # the card, rendered again, gives the exports' sizes
+    assert "`model.onnx` " in (run_dir / "student" / "README.md").read_text()
+
+
+def test_the_onnx_export_encodes_as_torch_does(smoke_run, capsys):
+    pytest.importorskip("onnxruntime")
+    from distil.cli.export import main as export
+
+    run_dir = smoke_run("schedule=d4.1")
+    assert export([str(run_dir)]) == 0
+    texts = held_out()
+    np.testing.assert_allclose(Student.load(run_dir, backend="onnx").encode(texts, batch_size=5),
+                               Student.load(run_dir).encode(texts), rtol=1e-4, atol=1e-5)
