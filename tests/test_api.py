@@ -239,10 +239,9 @@ def test_predict_reads_tab_separated_pairs_and_routes_d0(smoke_run, tmp_path, ca
 
 
 def test_import_distil_is_cheap():
-    """`import distil` loads no torch; `distil.Student` imports the API on first use."""
-    code = "import sys, distil; assert 'torch' not in sys.modules; distil.Student; assert 'torch' in sys.modules"
+    """`import distil` loads no torch (`distil.Student` imports the API on first use: every other test here)."""
+    code = "import sys, distil; assert 'torch' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
-
 
 
 PREDICT_ERRORS = [  # (id, the run's overrides, arguments after the run directory, the message; <dir>: the run's)
