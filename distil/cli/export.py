@@ -18,6 +18,7 @@ from pathlib import Path
 from distil.cli.parsing import Parser
 from distil.common.console import console_command
 from distil.errors import DistilError
+from distil.serve.routing import run_students
 
 EXAMPLES = """\
 examples:
@@ -37,34 +38,6 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     return parser
 
 
-def student_folders(path: Path) -> tuple[Path, list[Path]]:
-    """(the run directory, its student folders: student/, or every student-<lang>/ of a D0 run)."""
-    if not path.is_dir():
-        raise DistilError(f"{path} is not a directory; pass a run directory written by `distil` "
-                          f"(outputs/runs/<date>/<time>)")
-    if (path / "config.json").is_file() and (path.parent / ".hydra").is_dir():  # a run's student folder
-        return path.parent, [path]
-    if not (path / ".hydra" / "config.yaml").is_file():
-        raise DistilError(f"{path} is not a run directory (it has no .hydra/config.yaml, the run's configuration); "
-                          f"pass one written by `distil`, e.g. outputs/runs/<date>/<time>")
-    folders = sorted(folder for folder in [path / "student", *path.glob("student-*")] if folder.is_dir())
-    if not folders:
-        raise DistilError(f"{path} holds no saved student (student/ or student-<lang>/): the run did not finish "
-                          f"(see the status in its metrics.json); rerun it, then export")
-    return path, folders
-
-
-def check_not_peer(folder: Path) -> None:
-    """A peer's folder (student=peer-*) holds another tool's model, which has no graph to export."""
-    try:
-        student = json.loads((folder / "config.json").read_text())["student"]
-    except (OSError, ValueError, KeyError, TypeError):
-        return  # SavedStudent says what is wrong with the folder
-    if isinstance(student, dict) and student.get("kind") == "peer":
-        raise DistilError(f"{folder} holds a peer (student={student.get('name')}), another tool's model, not a "
-                          f"distil student; export a run of a distil student (bilstm, static, transformer, ...)")
-
-
 def recorded_score(run_dir: Path, metric: str, language: str | None) -> float | None:
     """The student's test score the run wrote in metrics.json (a D0 student's, its language's), if any."""
     try:
@@ -77,29 +50,27 @@ def recorded_score(run_dir: Path, metric: str, language: str | None) -> float | 
 def main(argv: list[str] | None = None, prog: str = "distil export") -> int:
     args = build_parser(prog).parse_args(sys.argv[1:] if argv is None else argv)
     with console_command(prog):
-        run_dir, folders = student_folders(args.run_dir)
-        for folder in folders:
-            check_not_peer(folder)
+        run_dir, folders = run_students(args.run_dir)
         # torch, transformers and the data: only once the input is checked
-        from omegaconf import OmegaConf
+        from distil.run.data import RecordedRun
+        from distil.serve.card import write_cards
 
-        from distil.common.libraries import quiet_libraries
-        from distil.config.schema import register_configs
-        from distil.run.data import task_data
-        from distil.tasks import make_task
-
-        register_configs()  # the resolvers the run's configuration may name
-        quiet_libraries()
-        cfg = OmegaConf.load(run_dir / ".hydra" / "config.yaml")
-        task = make_task(cfg.dataset)
-        print(f"reading the test split of {cfg.dataset.name}, as the run did", flush=True)
-        data = task_data(cfg, task=task)
-        for folder in folders:
-            export_student(run_dir, folder, task, data, args.int8)
+        run = RecordedRun.read(run_dir)
+        print(f"reading the test split of {run.cfg.dataset.name}, as the run did", flush=True)
+        for language, folder in folders.items():
+            export_student(run_dir, folder, language, run, args.int8)
+        try:  # the cards list the files just written, with their sizes
+            cards = write_cards(run_dir)
+        except DistilError as error:  # a run that did not finish has no card to render
+            print(f"the model card was not rendered again: {error}", flush=True)
+        else:
+            print(f"rendered the model card{'s' if len(cards) > 1 else ''} again, with the files' sizes: "
+                  f"{', '.join(map(str, cards))}", flush=True)
     return 0
 
 
-def export_student(run_dir: Path, folder: Path, task, data, int8: bool) -> None:
+def export_student(run_dir: Path, folder: Path, language: str | None, run, int8: bool) -> None:
+    """`folder`'s student exported and checked on the test split of `run` (a distil.run.data.RecordedRun)."""
     from distil.serve.export import (
         agreement,
         encoded_batches,
@@ -108,22 +79,14 @@ def export_student(run_dir: Path, folder: Path, task, data, int8: bool) -> None:
         quantise_int8,
         run_pass,
         score,
-        split_texts,
         torch_forward,
     )
     from distil.serve.onnx_session import ONNX_FILES
     from distil.serve.student import SavedStudent
 
     student = SavedStudent(folder, device="cpu")
-    split = task.prepare("test", student.tokenizer, data.splits["test"], student.config["max_length"],
-                         data.label_names)
-    language = folder.name.removeprefix("student-") if folder.name.startswith("student-") else None
-    if language is not None:  # D0: a student per language, scored on its language's examples
-        split = split.language(language)
-    texts = split_texts(split, task.inputs)
-    if not texts:
-        raise DistilError(f"the run's test split has no example for {folder.name} to be checked on; give the "
-                          f"dataset a test split")
+    task, names = run.task, run.data.label_names
+    split, texts = run.test_split(student, language, name=folder.name)
     print(f"{folder}: exporting the {student.cfg.name} student", flush=True)
     started = time.perf_counter()
     fp32 = folder / ONNX_FILES["onnx"]
@@ -134,7 +97,7 @@ def export_student(run_dir: Path, folder: Path, task, data, int8: bool) -> None:
     batches = encoded_batches(student, texts)
     reference = run_pass(torch_forward(student), batches, TIMED_SECONDS)
     exported = run_pass(onnx_forward(fp32), batches, TIMED_SECONDS)
-    metric, names = task.metric, data.label_names
+    metric = task.metric
     fp32_score = score(task, exported, split, names)[metric]
     torch_score = score(task, reference, split, names)[metric]
     print(f"  ONNX Runtime against PyTorch: {compared(agreement(reference, exported))}")

@@ -44,6 +44,44 @@ def student_folders(path: Path) -> dict[str | None, Path]:
     return {None: path}
 
 
+def run_students(path: Path) -> tuple[Path, dict[str | None, Path]]:
+    """(the run directory, its student folders as `student_folders` gives them) of a run directory or of
+    one of its student folders (then that folder alone): what `distil export` and `distil bench deploy`
+    read, each folder with the run's configuration (.hydra/config.yaml) beside it. A peer's folder
+    (student=peer-*, another tool's model) is refused: it has no graph to export."""
+    path = Path(path)
+    if not path.is_dir():
+        raise DistilError(f"{path} is not a directory; pass a run directory written by `distil` "
+                          f"(outputs/runs/<date>/<time>)")
+    if (path / "config.json").is_file() and (path.parent / ".hydra").is_dir():  # a run's student folder
+        run_dir = path.parent
+        named = {language: folder for language, folder in student_folders(run_dir).items()
+                 if folder.resolve() == path.resolve()}
+        folders = named or {None: path}
+    elif not (path / ".hydra" / "config.yaml").is_file():
+        raise DistilError(f"{path} is not a run directory (it has no .hydra/config.yaml, the run's configuration); "
+                          f"pass one written by `distil`, e.g. outputs/runs/<date>/<time>")
+    else:
+        run_dir, folders = path, student_folders(path)
+        if folders == {None: path}:
+            raise DistilError(f"{path} holds no saved student ({SINGLE}/ or {PER_LANGUAGE}<lang>/): the run did not "
+                              f"finish (see the status in its metrics.json); rerun it, then export")
+    for folder in folders.values():
+        check_not_peer(folder)
+    return run_dir, folders
+
+
+def check_not_peer(folder: Path) -> None:
+    """A peer's folder (student=peer-*) holds another tool's model, which has no graph to export."""
+    try:
+        student = json.loads((folder / "config.json").read_text())["student"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return  # SavedStudent says what is wrong with the folder
+    if isinstance(student, dict) and student.get("kind") == "peer":
+        raise DistilError(f"{folder} holds a peer (student={student.get('name')}), another tool's model, not a "
+                          f"distil student; export a run of a distil student (bilstm, static, transformer, ...)")
+
+
 def pick_language(folders: dict[str | None, Path], language: str | None) -> dict[str | None, Path]:
     """The folders to load: the named language's alone, or every one (routed text by text)."""
     if language is None:
