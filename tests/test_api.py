@@ -310,10 +310,7 @@ def test_every_backend_predicts_the_same_on_the_test_split(smoke_run, capsys, ov
     assert served["onnx"].predict(texts[:1]) == labels["torch"][:1]  # one text: a batch of one, not a fast path
     np.testing.assert_allclose(np.concatenate(served["onnx"].predict_proba(texts)),
                                np.concatenate(served["torch"].predict_proba(texts)), rtol=1e-4, atol=1e-5)
-    from distil.cli.card import main as card
-
-    assert card([str(run_dir)]) == 0  # the card, rendered again, gives the exports' sizes
-    assert "`model.onnx` " in (run_dir / "student" / "README.md").read_text()
+    assert "`model.onnx` " in (run_dir / "student" / "README.md").read_text()  # export renders the card again
 
 
 def test_the_onnx_export_encodes_as_torch_does(smoke_run, capsys):

@@ -241,6 +241,16 @@ def test_distil_export_on_a_smoke_run(tmp_path, monkeypatch, capsys):
     recorded = json.loads((run_dir / "metrics.json").read_text())["student"]["test"]["accuracy"]
     assert f"test accuracy: ONNX {100 * recorded:.2f}, PyTorch {100 * recorded:.2f}" in out
     assert "int8: test accuracy" in out and "int8 against PyTorch" in out
+    # the card, rendered again, lists the exports with their sizes and what serves them
+    assert f"rendered the model card again, with the files' sizes: {student / 'README.md'}" in out
+    card = (student / "README.md").read_text()
+    files = next(line for line in card.splitlines() if line.startswith("| files |"))
+    sizes = {name: (student / name).stat().st_size / 1e6 for name in ("model.onnx", "model.int8.onnx")}
+    assert f"`model.onnx` {sizes['model.onnx']:.2f} MB (ONNX Runtime, `backend=\"onnx\"`)" in files
+    assert (f"`model.int8.onnx` {sizes['model.int8.onnx']:.2f} MB (ONNX Runtime int8, `backend=\"onnx-int8\"`; "
+            f"{sizes['model.int8.onnx'] / sizes['model.onnx']:.2f}x the fp32 file)") in files
+    assert files.index("model.safetensors") < files.index("model.onnx") < files.index("model.int8.onnx")
+    assert 'Student.load(".")   # backend="onnx-int8" serves its ONNX export' in card
 
 
 def bad_runs(root: Path) -> dict[str, tuple[Path, str]]:

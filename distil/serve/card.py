@@ -20,6 +20,7 @@ import yaml
 
 from distil import __version__
 from distil.errors import DistilError
+from distil.serve.onnx_session import ONNX_FILES
 from distil.serve.routing import student_folders
 
 CARD = "README.md"
@@ -30,6 +31,9 @@ PIPELINES = {"classification": "text-classification", "pair": "text-classificati
 INPUTS = {"classification": "one text", "pair": "a pair of texts, `(first, second)`", "regression": "one text",
           "tagging": "a sentence, tagged word by word (whitespace-split)"}
 WEIGHTS = ("*.safetensors", "*.onnx")  # the files a card gives the size of
+# what serves each of them (`distil export RUN_DIR [--int8]` writes the ONNX files), in the order listed
+SERVED_BY = {"model.safetensors": "PyTorch", ONNX_FILES["onnx"]: "ONNX Runtime, `backend=\"onnx\"`",
+             ONNX_FILES["onnx-int8"]: "ONNX Runtime int8, `backend=\"onnx-int8\"`"}
 
 
 @dataclass
@@ -90,7 +94,7 @@ def render_card(record: RunRecord, folder: Path, language: str | None, languages
             f"on {choices.get('dataset', 'a dataset')}{f' ({language})' if language else ''}"
     parts = [front_matter(task, language), f"# {title}", summary(record, language, languages),
              task_section(record, task), scores_section(record, language), provenance_section(record),
-             size_section(record, folder, language), use_section(record, language, languages),
+             size_section(record, folder, language), use_section(record, folder, languages),
              reproduce_section(record), warnings_section(record), footer(record)]
     return "\n\n".join(part for part in parts if part) + "\n"
 
@@ -199,14 +203,28 @@ def size_section(record: RunRecord, folder: Path, language: str | None) -> str:
         else record.get("student", "params")
     teacher = record.get("teacher", "params")
     ratio = f" ({size_ratio(params, teacher)} the teacher's {teacher:,})" if params and teacher else ""
-    files = [f"`{path.relative_to(folder)}` {megabytes(path)}"
-             for path in sorted(path for pattern in WEIGHTS for path in folder.rglob(pattern))]
     speed = record.get("speed") or {}
     rows = [("parameters (deployed)", f"{params:,}{ratio}" if params else NOT_RECORDED),
-            ("files", ", ".join(files) or "none yet"),
+            ("files", files_text(folder)),
             ("throughput", throughput_text(speed, record.get("runtime"), per_language=bool(counts.get("per_model")))),
             ("latency, one text", latency_text(record.timing))]
     return "\n".join(["## Size and speed", "", "| | |", "|---|---|", *(f"| {k} | {v} |" for k, v in rows)])
+
+
+def files_text(folder: Path) -> str:
+    """Each weights file with its size and what serves it; the int8 export beside the fp32 one."""
+    found = sorted((path for pattern in WEIGHTS for path in folder.rglob(pattern)),
+                   key=lambda path: (list(SERVED_BY).index(path.name) if path.name in SERVED_BY else len(SERVED_BY),
+                                     str(path)))
+    fp32 = folder / ONNX_FILES["onnx"]
+    described = []
+    for path in found:
+        notes = [SERVED_BY[path.name]] if path.parent == folder and path.name in SERVED_BY else []
+        if path == folder / ONNX_FILES["onnx-int8"] and fp32.is_file():
+            notes.append(f"{path.stat().st_size / fp32.stat().st_size:.2f}x the fp32 file")
+        described.append(f"`{path.relative_to(folder)}` {megabytes(path)}"
+                         + (f" ({'; '.join(notes)})" if notes else ""))
+    return ", ".join(described) or "none yet"
 
 
 def size_ratio(params: int, teacher: int) -> str:
@@ -230,13 +248,16 @@ def latency_text(timing: dict | None) -> str:
             "then shows; `distil predict --file` prints a file's throughput)")
 
 
-def use_section(record: RunRecord, language: str | None, languages: list[str] | None) -> str:
+def use_section(record: RunRecord, folder: Path, languages: list[str] | None) -> str:
     path = "."  # the card's own folder: a student folder, or a schedule=d0 run's directory
+    exported = [backend for backend in ("onnx-int8", "onnx") if any(folder.rglob(ONNX_FILES[backend]))]
+    backend = (f"backend=\"{exported[0]}\" serves its ONNX export" if exported
+               else "backend=\"onnx\" after `distil export RUN_DIR`")
     pick = f", language=\"{languages[0]}\"" if languages else ""
     example = {"pair": '[("first sentence", "second sentence")]', "tagging": '["Anna lives in Paris"]'} \
         .get(record.get("task"), '["a text to label"]')
     lines = ["## Use", "", "```python", "from distil import Student", "",
-             f"student = Student.load(\"{path}\"{pick})   # backend=\"onnx\" after `distil export RUN_DIR`",
+             f"student = Student.load(\"{path}\"{pick})   # {backend}",
              f"student.predict({example})", "```", "", "```bash",
              f"distil predict {path} --file texts.txt --jsonl" + (f" --language {languages[0]}" if languages else ""),
              "```"]
