@@ -1,4 +1,4 @@
-"""`distil bench students | cache | checkpoint | all`: size, speed and cost measured on this machine.
+"""`distil bench students | cache | checkpoint | deploy | all`: size, speed and cost measured on this machine.
 
 Every bench takes --passes/--threads/--quick/--out as distil.bench.harness.add_bench_arguments defines
 them (each with its own defaults), and writes outputs/tables/<bench>.{md,csv}.
@@ -23,6 +23,8 @@ BENCHES = {
     "cache-workers": "2 worker processes (1 thread each) building one teacher cache against 1 worker with 2 "
                      "threads, in turn: wall times, ratio, byte identity, K-worker estimate -> "
                      "bench-cache-workers.{md,csv}",
+    "deploy": "a run's student served by PyTorch, ONNX and int8 ONNX end to end, every family's export checked, "
+              "the Python API's overhead -> bench-deploy.{md,csv}",
     "all": "students, cache, checkpoint and the papers' timing tables (distil paper tang-table2, turc-table1, "
            "wu-table2), one after the other: make bench",
 }
@@ -37,6 +39,8 @@ examples:
   distil bench demo --with tracking=mlflow   # the default job with and without tracking, in turn, with the ratio
   distil bench table-jobs                    # on a quiet machine: 8 cells, --jobs 2 against --jobs 1, 1 thread each
   distil bench cache-workers                 # on a quiet machine: 2 workers x 1 thread against 1 worker x 2 threads
+  distil bench deploy                        # on a quiet machine: the newest demo run (make demo), served 3 ways
+  distil bench deploy outputs/runs/<date>/<time> --quick   # a smoke run, small sizes: checks that it runs
   distil bench all                           # make bench: the three benches and the papers' timing tables
 """
 
@@ -316,8 +320,44 @@ def cache_workers(argv: list[str] | None = None, prog: str = "distil bench cache
     return 0
 
 
+def deploy(argv: list[str] | None = None, prog: str = "distil bench deploy") -> int:
+    """A run's student served by each backend end to end, every family's export checked, the API's overhead."""
+    from rich.console import Console
+
+    from distil.bench import deploy as bench_deploy
+    from distil.bench.harness import add_bench_arguments, rich_table
+    from distil.common.provenance import provenance
+
+    parser = Parser(prog, "distil bench deploy", bench_deploy.__doc__.split("\n\n")[0], EXAMPLES)
+    parser.add_argument("run_dir", nargs="?", type=Path,
+                        help="a run directory (or its student folder); default: the newest finished run of the "
+                             "default job (make demo) under $DISTIL_OUTPUTS, else outputs")
+    add_bench_arguments(parser, out="directory for bench-deploy.{md,csv} (default: outputs/tables)",
+                        quick="small sizes, and the run's own student alone in the families check: checks that it "
+                              "runs, not a measurement",
+                        passes_help="interleaved passes; each ratio is the median over them (default 5; 2 with "
+                                    "--quick)", with_threads=False)
+    parser.add_argument("--threads", type=int, default=2, help="torch's and ONNX Runtime's threads (default 2)")
+    parser.add_argument("--latency-texts", type=int, default=None,
+                        help="test texts timed one at a time (default 256; 8 with --quick)")
+    parser.add_argument("--texts", type=int, default=None,
+                        help="texts the API and the bare loop serve, the test split repeated (default 10,000; 256 "
+                             "with --quick)")
+    args = parser.parse_args(argv)
+    if problem := bench_deploy.settle_args(args):
+        parser.error(problem)
+    with console_command(prog):
+        measured = bench_deploy.measure(args)
+        md, targets = bench_deploy.write(measured, args, provenance([*prog.split(), *(sys.argv[1:] if argv is None
+                                                                                      else argv)]))
+        Console().print(rich_table(targets, "Targets"))
+        print(f"wrote {md} and {md.with_suffix('.csv')}")
+    record(args, bench_deploy.NAME, prog, argv)
+    return 0
+
+
 COMMANDS = {"students": students, "cache": cache, "checkpoint": checkpoint, "demo": demo, "table-jobs": table_jobs,
-            "cache-workers": cache_workers,
+            "cache-workers": cache_workers, "deploy": deploy,
             "all": every}
 
 
