@@ -94,7 +94,7 @@ def test_a_misspelt_subcommand_is_the_hydra_apps_one_line_error(tmp_path, monkey
 
 @pytest.mark.parametrize("args,message", [
     (["bench", "nope"], "distil bench: error: no bench 'nope'; choose one of: students, cache, checkpoint, demo, "
-                        "table-jobs, cache-workers, all"),
+                        "table-jobs, cache-workers, deploy, all"),
     (["paper"], "distil paper: error: choose a paper: tang-table2, turc-table1, wu-table2, wu-table5, all"),
     (["table"], "distil table: error: name a preset (distil table --list shows them), or give --all"),
     (["report", "nowhere"], "distil report: error: nowhere is not a directory"),
