@@ -113,7 +113,9 @@ def quantise_int8(fp32: Path, int8: Path) -> None:
 
     with tempfile.TemporaryDirectory(dir=int8.parent, prefix=".quantising-") as work, quiet_exporter():
         prepared = Path(work) / "prepared.onnx"
-        quant_pre_process(str(fp32), str(prepared))
+        # auto_merge: a Transformer's or an SRA student's shapes (a length capped by max_length) leave the
+        # symbolic shape inference incomplete without it; it changes no file that quantised before
+        quant_pre_process(str(fp32), str(prepared), auto_merge=True)
         _write(int8, lambda tmp: quantize_dynamic(str(prepared), str(tmp), weight_type=QuantType.QInt8))
 
 
