@@ -202,8 +202,9 @@ def bench_overrides(csv: Path) -> list[str] | None:
 
 
 def run_timing(preset: TablePreset, cells: list[Cell], root: Path) -> list[str]:
-    """A table with `timing: true` times its finished students against their teacher in one run
-    (distil.tables.timing), once per teacher; a group already timed together is not timed again."""
+    """A table with `timing: true` times its finished students, and each distil student's ONNX and int8
+    exports, against their teacher in one run (distil.tables.timing), once per teacher; a group already
+    timed together is not timed again."""
     from distil.tables.timing import time_cells, timing_is_current
 
     groups: dict[str, dict[str, Cell]] = {}
@@ -218,7 +219,8 @@ def run_timing(preset: TablePreset, cells: list[Cell], root: Path) -> list[str]:
         if timing_is_current(directories):
             show(name, "skipped (done)", "dim")
             continue
-        show(name, f"timing {len(group)} students and their teacher, interleaved", "blue")
+        show(name, f"timing {len(group)} students, their ONNX and int8 exports (written once) and their teacher, "
+             f"interleaved", "blue")
         try:
             time_cells(directories, next(iter(group.values())).overrides, root)
         except DistilError as error:

@@ -14,10 +14,27 @@ texts (order reversed every other pass), and a ratio is the median of its per-pa
 with its min-max, so a neighbour's burst moves it little. `disk_mb` is the size of the student's
 weights and vocabulary files (its tokenizer is the teacher's). The result goes to
 `<cell>/timing.json`, which a table reads as `timing.<field>`.
+
+What gets deployed is timed in the same passes: each distil student's ONNX export and its int8 copy
+(distil.serve.export, as `distil export --int8` writes them: model.onnx and model.int8.onnx in the
+student folder, exported the first time a timing needs them and kept there), served as
+`distil predict --backend onnx` / `onnx-int8` serves them (the student's own tokenisation and
+vocabulary, encode_batch(..., one_request=False), then ONNX Runtime on the same threads). Each is a
+dict in timing.json, `onnx` (fp32) and `int8`, with
+  batch32_ex_per_s, model_batch32_ex_per_s, single_ms, model_single_ms and their four ratios to the
+                 teacher (speedup, ...), as the eager student's: end to end against model alone is
+                 what tokenisation costs, reported apart
+  test           the exported model's scores on the test split, by the task's own scoring as the run
+                 scored its student (accuracy, f1, ...): fp32 gives the eager student's, int8 its own
+  disk_mb        the graph file and the vocabulary (the same rule as the eager disk_mb)
+  seconds        per pass, as the eager `seconds`
+read as `timing.onnx.single_ms`, `timing.int8.test.accuracy`, ... A peer (distil.peers: another
+tool's model, no graph to export) records `onnx` and `int8` as null: a table shows nothing there.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import statistics
@@ -32,6 +49,7 @@ from distil.bench.harness import interleaved_seconds, pass_ratios, split_passes,
 from distil.config.overrides import CONFIG_DIR_ENV
 from distil.data.batching import pad
 from distil.errors import DistilError
+from distil.serve.onnx_session import ONNX_FILES, OnnxLogits
 from distil.serve.speed import torch_threads
 from distil.serve.student import SavedStudent
 from distil.tables.cells import TIMING_FILE
@@ -44,11 +62,14 @@ from distil.tasks.text import PAIR_SEPARATOR
 # 3: ...and one request as one gather and mean, its layers as functions of their parameters.
 # 4: a folded word-level student serves one request from its rows by word, in Python (predict.WordRows).
 # 5: ...and a static text student answers one request in numpy (students/static.OneRequest).
-SERVING_VERSION = 5
+# 6: each student's ONNX export and int8 copy timed and scored beside it (timing.onnx, timing.int8).
+SERVING_VERSION = 6
 BATCH = 32
 SINGLES = 64  # texts timed one at a time
 PASSES = 8
 DISK_FILES = ("model.safetensors", "vocab.json")
+# timing.json's key for each deployed form -> its serving backend (distil.serve.backends; its file: ONNX_FILES)
+DEPLOYED = {"onnx": "onnx", "int8": "onnx-int8"}
 # (rate or latency field, its ratio to the teacher): rates are examples/s, latencies ms per example
 MEASURES = {"batch32_ex_per_s": "speedup", "model_batch32_ex_per_s": "model_speedup",
             "single_ms": "single_speedup", "model_single_ms": "model_single_speedup"}
@@ -62,16 +83,74 @@ class Timed:
     forward: Callable[..., object]
 
 
-def student_timed(directory: Path) -> Timed:
-    """A saved student; a peer (distil.peers) featurises inside its model, so its inputs are the texts."""
+@dataclass
+class TimedStudent:
+    """A cell's student as timed: as it trained (eager), and, for a distil student, as it is deployed:
+    DEPLOYED key -> (its ONNX file, the file served by ONNX Runtime)."""
+
+    eager: Timed
+    saved: SavedStudent | None = None  # None: a peer
+    deployed: dict[str, tuple[Path, OnnxLogits]] = dataclasses.field(default_factory=dict)
+
+    def models(self, key: str) -> dict[str, Timed]:
+        """Every form to time, by name: `key` for the eager student, `key/onnx` and `key/int8`."""
+        def batched(texts: list[str]) -> tuple:
+            return self.saved.encode_batch(texts, one_request=False)  # what an exported graph reads
+
+        def forward(session: OnnxLogits) -> Callable[..., object]:
+            return lambda *inputs: session(inputs)["logits"]
+
+        return {key: self.eager, **{f"{key}/{form}": Timed(batched, forward(session))
+                                    for form, (_, session) in self.deployed.items()}}
+
+
+def student_timed(directory: Path, threads: int | None = None) -> TimedStudent:
+    """A saved student and its deployed forms (exported here the first time: `exported`); a peer
+    (distil.peers) featurises inside its model, so its inputs are the texts, and it has no graph."""
     config = json.loads((directory / "config.json").read_text())
     if config["student"]["kind"] == "peer":
         from distil.peers import load_peer
 
         peer, _ = load_peer(directory)
-        return Timed(lambda texts: (texts,), peer.predict_proba)
-    student = SavedStudent(directory)
-    return Timed(student.encode_batch, lambda *inputs: student.logits(inputs))
+        return TimedStudent(Timed(lambda texts: (texts,), peer.predict_proba))
+    student = SavedStudent(directory, device="cpu")
+    deployed = {form: (path, OnnxLogits(path, threads)) for form, path in exported(student, directory).items()}
+    return TimedStudent(Timed(student.encode_batch, lambda *inputs: student.logits(inputs)), student, deployed)
+
+
+def exported(student: SavedStudent, directory: Path) -> dict[str, Path]:
+    """The student folder's model.onnx and model.int8.onnx (DEPLOYED key -> file), written as `distil
+    export --int8` writes them where they are not there yet: once, and kept with the cell. An int8 copy
+    is quantised again whenever its fp32 graph is exported again."""
+    from distil.serve.export import export_onnx, quantise_int8
+
+    files = {form: directory / ONNX_FILES[backend] for form, backend in DEPLOYED.items()}
+    fresh = not files["onnx"].is_file()
+    try:
+        if fresh:
+            export_onnx(student, files["onnx"])
+        if fresh or not files["int8"].is_file():
+            quantise_int8(files["onnx"], files["int8"])
+    except Exception as error:  # the exporter's and the quantiser's own errors have no common base
+        cause = " ".join(str(error).split())[:200]
+        raise DistilError(f"{directory}: exporting the student to ONNX failed ({type(error).__name__}: {cause}); "
+                          f"`distil export {directory.parent} --int8` shows it whole") from error
+    return files
+
+
+def deployed_scores(student: TimedStudent, task: Task, test, names: list[str]) -> dict[str, dict]:
+    """Each deployed form's scores on the test split (`test`: the dataset's test split as it was read),
+    by the task's own scoring of the student's logits, as the run scored its student and `distil export`
+    checks an export."""
+    from distil.serve.export import encoded_batches, run_pass, score, split_texts
+
+    if not student.deployed:
+        return {}
+    saved = student.saved
+    split = task.prepare("test", saved.tokenizer, test, saved.config["max_length"], names)
+    batches = encoded_batches(saved, split_texts(split, task.inputs), BATCH)
+    return {form: score(task, run_pass(lambda inputs, s=session: s(inputs)["logits"], batches), split, names)
+            for form, (_, session) in student.deployed.items()}
 
 
 def teacher_timed(directory: Path, task: Task, max_length: int) -> Timed:
@@ -136,35 +215,48 @@ def with_ratios(results: dict[str, dict], teacher: str) -> dict[str, dict]:
     return out
 
 
-def disk_mb(directory: Path) -> float:
-    """A student's weights and vocabulary; a peer's whole directory (what it saved is what it needs)."""
+def disk_mb(directory: Path, weights: str = DISK_FILES[0]) -> float:
+    """A student's weights (`weights`: its safetensors, or an ONNX file of it) and vocabulary; a peer's
+    whole directory (what it saved is what it needs)."""
     if not (directory / DISK_FILES[0]).is_file():
         return sum(p.stat().st_size for p in directory.rglob("*") if p.is_file()) / 1e6
-    return sum((directory / name).stat().st_size for name in DISK_FILES) / 1e6
+    return sum((directory / name).stat().st_size for name in (weights, *DISK_FILES[1:])) / 1e6
 
 
-def write_timings(cells: dict[str, Path], teacher_dir: Path, task: Task, max_length: int, texts: Sequence[str],
+def write_timings(cells: dict[str, Path], teacher: Callable[[], Timed], task: Task, test, names: list[str],
                   threads: int = 2, passes: int = PASSES) -> dict[str, dict]:
-    """Time the students of `cells` (key -> cell directory) against their teacher in one run, and write each
-    cell's timing.json (the teacher's own numbers inside, under `teacher`)."""
+    """Time the students of `cells` (key -> cell directory), and each distil student's ONNX and int8
+    forms, against their teacher (`teacher` builds it) in one run on `test` (the test split as read;
+    `names` its labels), score the deployed forms on it, and write each cell's timing.json (the
+    teacher's own numbers inside, under `teacher`)."""
+    texts = texts_of(test)
     with torch_threads(threads):
-        models = {"teacher": teacher_timed(teacher_dir, task, max_length)}
-        models.update({key: student_timed(directory / "student") for key, directory in cells.items()})
+        models = {"teacher": teacher()}
+        students = {key: student_timed(directory / "student", threads) for key, directory in cells.items()}
+        for key, student in students.items():
+            models.update(student.models(key))
+        scores = {key: deployed_scores(student, task, test, names) for key, student in students.items()}
         results = time_models(models, texts, passes)
-    teacher = {f: v for f, v in results["teacher"].items() if f != "per_pass"}
+    teacher_row = {f: v for f, v in results["teacher"].items() if f != "per_pass"}
     timings = with_ratios(results, "teacher")
-    group = sorted(cells)
+    group, records = sorted(cells), {}
     for key, directory in cells.items():
-        record = {**timings[key], "disk_mb": disk_mb(directory / "student"), "teacher": teacher,
+        folder = directory / "student"
+        # a peer has no graph: null, so a table shows nothing there (an older timing lacks the keys: not timed)
+        deployed = {form: None for form in DEPLOYED}
+        for form, (path, _) in students[key].deployed.items():
+            deployed[form] = {**timings[f"{key}/{form}"], "test": scores[key][form],
+                              "disk_mb": disk_mb(folder, path.name), "seconds": results[f"{key}/{form}"]["per_pass"]}
+        records[key] = record = {**timings[key], "disk_mb": disk_mb(folder), "teacher": teacher_row,
                   "texts": len(texts), "passes": passes, "threads": threads, "group": group,
                   "serving_version": SERVING_VERSION,
                   # per pass, so any two students of the group compare pass by pass (distil.tables.frontier_targets)
-                  "seconds": results[key]["per_pass"]}
+                  "seconds": results[key]["per_pass"], **deployed}
         path = directory / TIMING_FILE
         tmp = path.with_name(path.name + ".tmp")
         tmp.write_text(json.dumps(record, indent=1))
         os.replace(tmp, path)  # whole or absent
-    return timings
+    return records
 
 
 def timing_is_current(cells: dict[str, Path]) -> bool:
@@ -206,5 +298,5 @@ def time_cells(cells: dict[str, Path], overrides: list[str], root: Path) -> dict
     if not teacher_dir.is_dir():
         raise DistilError(f"the teacher {teacher_dir} the students learned from is not in the cache; rerun one of "
                           f"their cells (it is reused) or restore the cache")
-    return write_timings(cells, teacher_dir, task, cfg.teacher.max_length, texts_of(data.splits["test"]),
-                         cfg.trainer.threads)
+    return write_timings(cells, lambda: teacher_timed(teacher_dir, task, cfg.teacher.max_length), task,
+                         data.splits["test"], data.label_names, cfg.trainer.threads)
