@@ -37,6 +37,10 @@ published, so `distil-table` can run the missing cells and print ours beside the
     #   - {label: params, value: student.params, format: count}
     # and a row the teacher's score from a student row's runs (same overrides: no run of its own):
     #   - {label: BERT (teacher), overrides: [schedule=d0], reads: teacher}
+    # or, in a timed table, the student as deployed, its ONNX export (onnx) or int8 copy (int8):
+    #   - {label: "BiLSTM, ONNX int8", overrides: [student=bilstm], reads: int8}
+    # (timing.<f> -> timing.int8.<f>, student.test.<m> -> timing.int8.test.<m>; its size, e.g.
+    # student.params, as the student's; a peer has no export: shown as –)
     compare: columns                   # optional: rank columns within each row (rows: rows within each
                                        # column) against the paper's order, with the spread over seeds
     plot: null                         # null | {x: columns, kind: line} | {x: <path>, y: <path>, kind: scatter}
@@ -58,7 +62,8 @@ from pathlib import Path
 from typing import Any
 
 KINDS = ("sweep", "data", "bench")
-READS = ("student", "teacher")
+READS = ("student", "teacher", "onnx", "int8")
+DEPLOYED_READS = ("onnx", "int8")  # a timed student's deployed forms (distil.tables.timing.DEPLOYED)
 # a bench table's csv (outputs/tables/<name>.csv) -> the command that measures it, as the rendered tables name it
 BENCHES = {"bench": "distil-bench", "bench_tang": "distil-bench-tang", "bench_turc": "distil-bench-turc",
            "bench_wu": "distil-bench-wu", "untuned": "distil-untuned"}
@@ -102,7 +107,9 @@ class Axis:
     value: str | None = None
     format: str | None = None
     # a sweep's row: `teacher` reads the teacher's score where the others read the student's
-    # (student.test.f1 -> teacher.test.f1), e.g. the paper's BERT row, from a student row's runs
+    # (student.test.f1 -> teacher.test.f1), e.g. the paper's BERT row, from a student row's runs;
+    # `onnx` or `int8` the student's deployed form, timed and scored by a table's timing
+    # (student.test.accuracy -> timing.onnx.test.accuracy, timing.single_ms -> timing.onnx.single_ms)
     reads: str = "student"
 
     def overrides_for(self, scale: str) -> list[str]:
@@ -178,6 +185,11 @@ class TablePreset:
         """Whether the row reads the teacher's score where the others read the student's."""
         axis = self.row(row)
         return axis is not None and axis.reads == "teacher"
+
+    def reads_of(self, row: str) -> str:
+        """What the row reads from its runs (READS): the student, the teacher, or a deployed form."""
+        axis = self.row(row)
+        return "student" if axis is None else axis.reads
 
     def is_empty(self, row: str, column: str | None) -> bool:
         """Whether (row, column) has no number by design (`empty`): shown as –, never as an error."""

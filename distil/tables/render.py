@@ -41,7 +41,7 @@ from distil.common.markdown import to_markdown
 from distil.errors import DistilError, check_choice
 from distil.tables import findings, orderings
 from distil.tables.cells import NOT_RUN, NOT_TIMED, runs_of, waiting
-from distil.tables.preset import BENCHES, Axis, Cell, TablePreset, bench_csv, bench_record
+from distil.tables.preset import BENCHES, DEPLOYED_READS, Axis, Cell, TablePreset, bench_csv, bench_record
 
 ERROR_CHARS = 60
 MISSING = "–"  # no paper number, or no Δ
@@ -236,10 +236,26 @@ def samples_of(preset: TablePreset, cell: Cell) -> list[Sample]:
         return language_samples(preset, cell)
     if preset.rows_from == "epochs":
         return epoch_samples(preset, cell)
+    form = preset.reads_of(cell.row)
+    if form in DEPLOYED_READS and (gap := deployed_gap(cell, form)) is not None:
+        return [gap]
     path = cell_value(preset, cell.row, cell.column)
+    if path is None:  # a number only the trained student has (a dev score): not one of its deployed form's
+        return [Sample(cell.row, cell.column, value=MISSING)]
     sample = read_sample(column_format(preset, cell.column), cell.row, cell.column, cell.metrics, path)
-    sample.improving = reads_training(path) and still_improving(student_steps(cell.metrics))
+    trained = reads_training(column_value(preset, cell.column)) and not preset.reads_teacher(cell.row)
+    sample.improving = trained and still_improving(student_steps(cell.metrics))
     return [sample]
+
+
+def deployed_gap(cell: Cell, form: str) -> Sample | None:
+    """A row reading a deployed form (onnx, int8) of a run that has none to read, or None: not timed
+    yet (no timing, or one from before the deployed forms were timed), or – where the timing says the
+    student has no such form (a peer: another tool's model, no graph to export), never a zero."""
+    timing = cell.metrics.get("timing")
+    if not isinstance(timing, dict) or form not in timing:
+        return Sample(cell.row, cell.column, error=NOT_TIMED)
+    return Sample(cell.row, cell.column, value=MISSING) if timing[form] is None else None
 
 
 # a student's fields that training does not change: its size, its vocabulary, its pre-training's report
@@ -272,12 +288,25 @@ def column_value(preset: TablePreset, column: str | None) -> str:
     return axis.value if axis is not None and axis.value else preset.value
 
 
-def cell_value(preset: TablePreset, row: str, column: str | None) -> str:
-    """The column's path, read from the teacher's scores for a row that `reads: teacher`."""
-    path = column_value(preset, column)
-    if preset.reads_teacher(row):
+def cell_value(preset: TablePreset, row: str, column: str | None) -> str | None:
+    """The column's path as the row reads it (`row_path`)."""
+    return row_path(preset, row, column_value(preset, column))
+
+
+def row_path(preset: TablePreset, row: str, path: str) -> str | None:
+    """A metrics.json path as the row reads it: the teacher's scores for a row that `reads: teacher`;
+    for a deployed form (`reads: onnx` or `int8`) its timing and its test scores, which the table's
+    timing measured (timing.<f> -> timing.onnx.<f>, student.test.<m> -> timing.onnx.test.<m>), its size
+    as the student's (the same parameters), and None for what only the trained student has (dev scores)."""
+    reads = preset.reads_of(row)
+    if reads == "teacher":
         return "teacher." + path.removeprefix("student.")
-    return path
+    if reads not in DEPLOYED_READS:
+        return path
+    parts = path.split(".")
+    if parts[0] == "timing" or parts[:2] == ["student", "test"]:
+        return ".".join(["timing", reads, *parts[1:]])
+    return path if parts[0] == "student" and len(parts) > 1 and parts[1] in UNTRAINED_FIELDS else None
 
 
 def column_format(preset: TablePreset, column: str | None) -> str:
@@ -728,9 +757,11 @@ def scatter_entries(preset: TablePreset, cells: list[Cell]) -> tuple[dict, dict]
     # a column that only picks what is read (value) is the same run as its row's other columns: one point
     runs = {(c.row, None if (axis := preset.column(c.column)) is not None and axis.value else c.column,
              c.seed): c for c in cells if cell_problem(c) is None}
-    xs = aggregate([read_sample("number", row, column, c.metrics, x_path) for (row, column, _), c in runs.items()])
-    ys = aggregate([read_sample(preset.format, row, column, c.metrics, y_path)
-                    for (row, column, _), c in runs.items()])
+    # each row's point as it reads its runs (a deployed form: its own latency and score)
+    xs = aggregate([read_sample("number", row, column, c.metrics, x) for (row, column, _), c in runs.items()
+                    if (x := row_path(preset, row, x_path)) is not None])
+    ys = aggregate([read_sample(preset.format, row, column, c.metrics, y) for (row, column, _), c in runs.items()
+                    if (y := row_path(preset, row, y_path)) is not None])
     both = [key for key in xs if key in ys and xs[key].values and ys[key].values]
     return {key: xs[key] for key in both}, {key: ys[key] for key in both}
 
