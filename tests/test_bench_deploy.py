@@ -149,9 +149,55 @@ def test_the_tables_show_counts_ratios_and_differences_each_in_its_format():
                                                                                   ["onnx", "1.5e-08", "256", "1.00"]]
 
 
-@pytest.mark.parametrize("args", [["--passes", "0"], ["--texts", "0"], ["--latency-texts", "0"]])
+@pytest.mark.parametrize("args", [["--passes", "0"], ["--texts", "0"], ["--latency-texts", "0"]],
+                         ids=["passes", "texts", "latency-texts"])
 def test_bad_sizes_are_one_line(args, capsys):
     with pytest.raises(SystemExit) as exit_:
         deploy_command(args)
     assert exit_.value.code == 2
     assert "--passes, --latency-texts, --texts and --threads must be positive" in capsys.readouterr().err
+
+
+def test_make_results_puts_the_recorded_tables_on_the_deploy_page_never_typed(tmp_path, monkeypatch):
+    """scripts/readme_results.py (make results) fills the deploy page's block: where the tables will come
+    from before a record, the recorded bench-deploy.md after; nothing outside the markers changes."""
+    from distil.tables.ledger import record_bench
+    from tests.test_tables_render import readme_results
+
+    monkeypatch.setenv("DISTIL_RESULTS", str(tmp_path / "results"))
+    readme, page = tmp_path / "README.md", tmp_path / "docs" / "how-to" / "deploy.md"
+    readme.write_text("# x\n")
+    page.parent.mkdir(parents=True)
+    page.write_text("# Deploy\n\n<!-- bench-deploy:start -->\n1.9x, typed by hand\n<!-- bench-deploy:end -->\n\n"
+                    "after\n")
+    script = readme_results()
+    script.main(["--readme", str(readme), "--tables", str(tmp_path / "tables")])
+    text = page.read_text()
+    assert "typed by hand" not in text and text.endswith("<!-- bench-deploy:end -->\n\nafter\n")
+    assert "Not measured yet. `distil bench deploy`, run on a quiet machine after `make demo`, records " in text
+    measured = tmp_path / "measured"
+    measured.mkdir()
+    (measured / "bench-deploy.csv").write_text("table,check\ntargets,x\n")
+    (measured / "bench-deploy.md").write_text("### Serving a student\n\n| check |\n|:--|\n| x |\n")
+    record_bench(measured / "bench-deploy.csv", {"command": "distil bench deploy", "machine": "m", "code": "c",
+                                                 "date": "d"})
+    script.main(["--readme", str(readme), "--tables", str(tmp_path / "tables")])
+    text = page.read_text()
+    assert "Not measured yet" not in text
+    assert "### Serving a student\n\n| check |\n|:--|\n| x |\n<!-- bench-deploy:end" in text
+    assert "from the recorded `results/bench/bench-deploy.md`: do not edit by hand" in text
+    assert readme.read_text() == "# x\n"
+
+
+def test_a_run_with_a_student_per_language_asks_for_one_of_them(tmp_path, capsys):
+    run_dir = tmp_path / "run"
+    (run_dir / ".hydra").mkdir(parents=True)
+    (run_dir / ".hydra" / "config.yaml").write_text("seed: 1\n")
+    for language in ("de", "en"):
+        (run_dir / f"student-{language}").mkdir()
+        (run_dir / f"student-{language}" / "config.json").write_text(json.dumps({"student": {"kind": "bilstm"}}))
+    with pytest.raises(SystemExit) as exit_:
+        deploy_command([str(run_dir), "--quick"])
+    assert exit_.value.code == 2
+    assert capsys.readouterr().err == (f"distil bench deploy: error: {run_dir} has a student per language (de, en); "
+                                       f"pass one of its student-<lang>/ folders\n")
