@@ -10,8 +10,8 @@ import pytest
 from distil.serve.onnx_session import ONNX_FILES
 from distil.tables.preset import Axis, Cell, Scale, TablePreset
 from distil.tables.render import number_text, scatter_entries, write_table
+from tests.test_student_timing import timed_table
 from tests.test_tables_render import md_rows
-from tests.test_tables_run import table, write_preset
 
 COLUMNS = [Axis("accuracy", value="student.test.accuracy", format="percent"),
            Axis("dev", value="student.dev.accuracy", format="percent"),
@@ -94,21 +94,17 @@ def test_a_timed_table_exports_times_and_scores_each_student_as_deployed(tmp_pat
     """A smoke BiLSTM and a TF-IDF peer, timed: the BiLSTM's folder gets model.onnx and model.int8.onnx,
     its timing.json their rates, latencies, test scores (fp32's the run's own) and disk sizes; the peer
     records none; the table shows the deployed rows, and the peer's shows –."""
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.delenv("DISTIL_OUTPUTS", raising=False)
-    monkeypatch.setenv("DISTIL_CONFIG_DIR", str(tmp_path / "conf"))
-    write_preset(tmp_path / "conf" / "table", "frontier", "timing: true\n"
-                 "scales: {cpu: {base: [debug=smoke, schedule=d1], seeds: [1]}}\n"
-                 "rows: [{label: bilstm, overrides: [student=bilstm]},\n"
-                 "       {label: 'bilstm, ONNX', overrides: [student=bilstm], reads: onnx},\n"
-                 "       {label: 'bilstm, ONNX int8', overrides: [student=bilstm], reads: int8},\n"
-                 "       {label: tfidf, overrides: [student=peer-tfidf]},\n"
-                 "       {label: 'tfidf, ONNX', overrides: [student=peer-tfidf], reads: onnx}]\n"
-                 "columns: [{label: accuracy, value: student.test.accuracy},\n"
-                 "          {label: disk MB, value: timing.disk_mb, format: number},\n"
-                 "          {label: ex/s batch 32, value: timing.batch32_ex_per_s, format: count},\n"
-                 "          {label: model ms per text, value: timing.model_single_ms, format: number}]\n")
-    code, out, err = table(["frontier"], capsys)
+    code, out, err = timed_table(tmp_path, monkeypatch, capsys,
+                                 "rows: [{label: bilstm, overrides: [student=bilstm]},\n"
+                                 "       {label: 'bilstm, ONNX', overrides: [student=bilstm], reads: onnx},\n"
+                                 "       {label: 'bilstm, ONNX int8', overrides: [student=bilstm], reads: int8},\n"
+                                 "       {label: tfidf, overrides: [student=peer-tfidf]},\n"
+                                 "       {label: 'tfidf, ONNX', overrides: [student=peer-tfidf], reads: onnx}]\n"
+                                 "columns: [{label: accuracy, value: student.test.accuracy},\n"
+                                 "          {label: disk MB, value: timing.disk_mb, format: number},\n"
+                                 "          {label: ex/s batch 32, value: timing.batch32_ex_per_s, format: count},\n"
+                                 "          {label: model ms per text, value: timing.model_single_ms, "
+                                 "format: number}]\n")
     assert code == 0, err
     cells = {json.loads((p / "metrics.json").read_text())["choices"]["student"]: p
              for p in (tmp_path / "outputs" / "cells").iterdir() if (p / "timing.json").is_file()}

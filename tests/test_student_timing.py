@@ -70,20 +70,26 @@ def test_metric_columns_read_one_run_per_row_each_in_its_own_format(tmp_path):
     assert rows == [["", "accuracy", "params", "speed-up"], ["static", "79.63", "1,234,567", "152.0x"]]
 
 
-@pytest.mark.slow  # ~20 s: two students, a teacher and a timing run; the ratios and staleness have unit tests here
-def test_a_timed_table_times_its_students_against_the_teacher_once(tmp_path, monkeypatch, capsys):
-    """Two smoke students run, then one interleaved timing run writes each cell's timing.json (same group);
-    running the table again times nothing; the table reads timing.* columns."""
+def timed_table(tmp_path, monkeypatch, capsys, axes: str) -> tuple[int, str, str]:
+    """`distil table frontier` on a table of `axes` (its rows and columns), timed, on smoke cells (d1, seed 1)
+    under tmp_path."""
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("DISTIL_OUTPUTS", raising=False)
     monkeypatch.setenv("DISTIL_CONFIG_DIR", str(tmp_path / "conf"))
     write_preset(tmp_path / "conf" / "table", "frontier", "timing: true\n"
-                 "scales: {cpu: {base: [debug=smoke, schedule=d1], seeds: [1]}}\n"
-                 "rows: [{label: static, overrides: [student=static, student.embedding_dim=16]},"
-                 " {label: bilstm, overrides: [student=bilstm]}]\n"
-                 "columns: [{label: accuracy, value: student.test.accuracy},"
-                 " {label: speed-up, value: timing.speedup, format: ratio}]\n")
-    code, out, err = table(["frontier"], capsys)
+                 "scales: {cpu: {base: [debug=smoke, schedule=d1], seeds: [1]}}\n" + axes)
+    return table(["frontier"], capsys)
+
+
+@pytest.mark.slow  # ~20 s: two students, a teacher and a timing run; the ratios and staleness have unit tests here
+def test_a_timed_table_times_its_students_against_the_teacher_once(tmp_path, monkeypatch, capsys):
+    """Two smoke students run, then one interleaved timing run writes each cell's timing.json (same group);
+    running the table again times nothing; the table reads timing.* columns."""
+    code, out, err = timed_table(tmp_path, monkeypatch, capsys,
+                                 "rows: [{label: static, overrides: [student=static, student.embedding_dim=16]},"
+                                 " {label: bilstm, overrides: [student=bilstm]}]\n"
+                                 "columns: [{label: accuracy, value: student.test.accuracy},"
+                                 " {label: speed-up, value: timing.speedup, format: ratio}]\n")
     assert code == 0, err
     timings = [json.loads(p.read_text()) for p in sorted((tmp_path / "outputs" / "cells").glob("*/timing.json"))]
     assert len(timings) == 2 and timings[0]["group"] == timings[1]["group"] and len(timings[0]["group"]) == 2
