@@ -148,35 +148,25 @@ def export_and_check(run_dir: Path, folder: Path, language: str | None, int8: bo
     """`folder`'s student exported (and quantised) into `folder`, each backend's logits on the test split of
     its run (`run`: a distil.run.data.RecordedRun of `run_dir`, read here if not given)."""
     from distil.run.data import RecordedRun
-    from distil.serve.export import (
-        agreement,
-        encoded_batches,
-        export_onnx,
-        onnx_forward,
-        quantise_int8,
-        run_pass,
-        score,
-        torch_forward,
-    )
+    from distil.serve import export
     from distil.serve.student import SavedStudent
 
     run = run or RecordedRun.read(run_dir)
     saved = SavedStudent(folder, device="cpu")
     split, texts = run.test_split(saved, language, name=folder.name)
-    export_onnx(saved, folder / FILES["onnx"])
+    export.export_onnx(saved, folder / FILES["onnx"])
     if int8:
-        quantise_int8(folder / FILES["onnx"], folder / FILES[INT8])
-    backends = [backend for backend in BACKENDS if (folder / FILES[backend]).is_file()]
-    batches = encoded_batches(saved, texts)
-    outputs = {backend: run_pass(torch_forward(saved) if backend == "torch" else onnx_forward(folder / FILES[backend]),
-                                 batches) for backend in backends}
-    task, names, reference = run.task, run.data.label_names, outputs.pop("torch")
+        export.quantise_int8(folder / FILES["onnx"], folder / FILES[INT8])
+    batches = export.encoded_batches(saved, texts)
+    reference = export.run_pass(export.torch_forward(saved), batches)
+    outputs = {backend: export.run_pass(export.onnx_forward(folder / FILES[backend]), batches)
+               for backend in ("onnx", *([INT8] if int8 else []))}
+    task, names = run.task, run.data.label_names
     return Checked(saved.cfg.name, saved.config["student"]["kind"], run.cfg.dataset.name, len(texts), task.metric,
-                   {backend: score(task, out, split, names)[task.metric]
+                   {backend: export.score(task, out, split, names)[task.metric]
                     for backend, out in {"torch": reference, **outputs}.items()},
-                   {backend: agreement(reference, out) for backend, out in outputs.items()},
-                   {backend: (folder / FILES[backend]).stat().st_size for backend in backends}, texts)
-
+                   {backend: export.agreement(reference, out) for backend, out in outputs.items()},
+                   {backend: (folder / FILES[backend]).stat().st_size for backend in ("torch", *outputs)}, texts)
 
 def train_families(workdir: Path, jobs: Sequence[tuple[str, str]] = FAMILY_JOBS) -> list[Path]:
     """A smoke run (debug=smoke) of each (student, dataset) job into `workdir`, one `distil -m` sweep per
