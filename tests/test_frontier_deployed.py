@@ -4,6 +4,7 @@ interleaved run as the eager students, scored on the test split, and shown as ro
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -130,11 +131,24 @@ def test_a_timed_table_exports_times_and_scores_each_student_as_deployed(tmp_pat
     assert rows["bilstm, ONNX int8"][3] == number_text(timing["int8"]["model_single_ms"], "number")
     assert rows["tfidf, ONNX"] == ["–"] * 4 and rows["tfidf"][0] != "–"
 
-    # exported once: a timing run again (the serving code moved on) reuses the files the cell keeps
-    from distil.serve.student import SavedStudent
-    from distil.tables.timing import exported
 
-    written = {path: path.stat().st_mtime_ns for path in folder.glob("model*.onnx")}
-    assert exported(SavedStudent(folder, device="cpu"), folder) == {
-        "onnx": folder / ONNX_FILES["onnx"], "int8": folder / ONNX_FILES["onnx-int8"]}
-    assert {path: path.stat().st_mtime_ns for path in folder.glob("model*.onnx")} == written
+def test_a_student_is_exported_once_and_again_when_its_cell_runs_again(tmp_path):
+    """The timing writes model.onnx and model.int8.onnx once, into the student folder; a later timing (the
+    serving code moved on) reuses them, unless the weights are newer than the graph (the cell ran again)."""
+    from transformers import BertTokenizer
+
+    from distil.tables.timing import exported
+    from distil.teacher.load import TINY_VOCAB
+    from tests.test_export import saved_student
+
+    student = saved_student(tmp_path, BertTokenizer(vocab={word: i for i, word in enumerate(TINY_VOCAB)}),
+                            "bilstm", "classification")
+    files = {"onnx": tmp_path / ONNX_FILES["onnx"], "int8": tmp_path / ONNX_FILES["onnx-int8"]}
+    assert exported(student, tmp_path) == files
+    written = {path: path.stat().st_mtime_ns for path in files.values()}
+    assert exported(student, tmp_path) == files
+    assert {path: path.stat().st_mtime_ns for path in files.values()} == written
+    weights = tmp_path / "model.safetensors"
+    os.utime(weights, ns=(weights.stat().st_atime_ns, max(written.values()) + 1))
+    exported(student, tmp_path)
+    assert all(path.stat().st_mtime_ns > written[path] for path in written)

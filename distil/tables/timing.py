@@ -120,12 +120,14 @@ def student_timed(directory: Path, threads: int | None = None) -> TimedStudent:
 
 def exported(student: SavedStudent, directory: Path) -> dict[str, Path]:
     """The student folder's model.onnx and model.int8.onnx (DEPLOYED key -> file), written as `distil
-    export --int8` writes them where they are not there yet: once, and kept with the cell. An int8 copy
-    is quantised again whenever its fp32 graph is exported again."""
+    export --int8` writes them where they are not there yet: once, and kept with the cell. A graph older
+    than the weights (the cell ran again) is exported again, and an int8 copy is quantised again whenever
+    its fp32 graph is."""
     from distil.serve.export import export_onnx, quantise_int8
 
     files = {form: directory / ONNX_FILES[backend] for form, backend in DEPLOYED.items()}
-    fresh = not files["onnx"].is_file()
+    fresh = (not files["onnx"].is_file()
+             or files["onnx"].stat().st_mtime_ns < (directory / DISK_FILES[0]).stat().st_mtime_ns)
     try:
         if fresh:
             export_onnx(student, files["onnx"])
