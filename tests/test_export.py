@@ -206,6 +206,25 @@ def test_int8_quantisation_of_a_bilstm_is_smaller_and_close(exported, tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == [ONNX_FILES["onnx-int8"]]  # nothing else left behind
 
 
+def test_quantising_leaves_nothing_in_the_working_directory(exported, tmp_path, monkeypatch):
+    """ONNX Runtime's shape inference saves its partial model in the working directory when it cannot
+    finish (sym_shape_infer_temp.onnx, and a weights file named by a uuid): quantising runs elsewhere."""
+    import onnxruntime.quantization.shape_inference as shape_inference
+
+    _, fp32 = exported("bilstm", "classification")
+    original = shape_inference.quant_pre_process
+
+    def leaving_its_partial_model(*args, **kwargs):
+        Path("sym_shape_infer_temp.onnx").write_text("partial")
+        return original(*args, **kwargs)
+    monkeypatch.setattr(shape_inference, "quant_pre_process", leaving_its_partial_model)
+    (tmp_path / "cwd").mkdir()
+    monkeypatch.chdir(tmp_path / "cwd")
+    quantise_int8(fp32, tmp_path / ONNX_FILES["onnx-int8"])
+    assert Path.cwd() == tmp_path / "cwd" and not list(Path.cwd().iterdir())
+    assert (tmp_path / ONNX_FILES["onnx-int8"]).exists()
+
+
 def test_the_onnx_server_takes_tensors_or_arrays_and_says_what_is_wrong(exported, tmp_path):
     student, exported_path = exported("static-words", "classification")
     path = tmp_path / ONNX_FILES["onnx-int8"]

@@ -111,12 +111,26 @@ def quantise_int8(fp32: Path, int8: Path) -> None:
     from onnxruntime.quantization import QuantType, quantize_dynamic
     from onnxruntime.quantization.shape_inference import quant_pre_process
 
-    with tempfile.TemporaryDirectory(dir=int8.parent, prefix=".quantising-") as work, quiet_exporter():
+    fp32, int8 = fp32.resolve(), int8.resolve()
+    with (tempfile.TemporaryDirectory(dir=int8.parent, prefix=".quantising-") as work, quiet_exporter(),
+          working_directory(Path(work))):
         prepared = Path(work) / "prepared.onnx"
         # auto_merge: a Transformer's or an SRA student's shapes (a length capped by max_length) leave the
         # symbolic shape inference incomplete without it; it changes no file that quantised before
         quant_pre_process(str(fp32), str(prepared), auto_merge=True)
         _write(int8, lambda tmp: quantize_dynamic(str(prepared), str(tmp), weight_type=QuantType.QInt8))
+
+
+@contextmanager
+def working_directory(path: Path) -> Iterator[None]:
+    """ONNX Runtime's shape inference leaves its partial model (sym_shape_infer_temp.onnx and a file of
+    weights per call) in the working directory when it cannot finish: there, the temporary one."""
+    before = Path.cwd()
+    os.chdir(path)
+    try:
+        yield
+    finally:
+        os.chdir(before)
 
 
 def _write(path: Path, write: Callable[[Path], object]) -> None:
