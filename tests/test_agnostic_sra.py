@@ -150,6 +150,7 @@ def test_untuned_threshold_is_chosen_on_dev_alone():
     assert abs(result["f1"] - 2 / 3) < 1e-9
 
 
+@pytest.mark.slow  # four smoke runs (~7 s)
 def test_distil_untuned_writes_the_four_rows(tmp_path):
     rng = random.Random(0)
     words = "the a cat dog sat ran on in park mat sun rose hill bird sang tree rain fell town".split()

@@ -91,6 +91,7 @@ def test_int8_quantises_a_transformer_and_an_sra_student(name, task_name, tmp_pa
     assert logits[1].shape == logits[0].shape and abs(logits[1] - logits[0]).max() < 0.1
 
 
+@pytest.mark.slow  # a timed table end to end (~16 s); the deployed rows' rendering has its unit test below
 def test_a_timed_table_exports_times_and_scores_each_student_as_deployed(tmp_path, monkeypatch, capsys):
     """A smoke BiLSTM and a TF-IDF peer, timed: the BiLSTM's folder gets model.onnx and model.int8.onnx,
     its timing.json their rates, latencies, test scores (fp32's the run's own) and disk sizes; the peer
@@ -132,6 +133,7 @@ def test_a_timed_table_exports_times_and_scores_each_student_as_deployed(tmp_pat
     assert rows["tfidf, ONNX"] == ["–"] * 4 and rows["tfidf"][0] != "–"
 
 
+@pytest.mark.slow  # two exports of a trained smoke student (~6 s)
 def test_a_student_is_exported_once_and_again_when_its_cell_runs_again(tmp_path):
     """The timing writes model.onnx and model.int8.onnx once, into the student folder; a later timing (the
     serving code moved on) reuses them, unless the weights are newer than the graph (the cell ran again)."""

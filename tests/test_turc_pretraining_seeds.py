@@ -15,7 +15,7 @@ from distil.store.artifacts import ArtifactStore
 from distil.tables.cells import _result_config, cell_specs
 from distil.tables.load import load_preset
 
-PRESETS = ("turc-fig6", "turc-fig7", "turc-fig8")
+PRESETS = ("turc-fig6", pytest.param("turc-fig7", marks=pytest.mark.slow), "turc-fig8")  # fig7: 30 cells, ~7 s
 SEED_OVERRIDE = "pretrain.seed=${seed}"
 
 

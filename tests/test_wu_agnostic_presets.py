@@ -67,7 +67,8 @@ def test_table4_rows_vary_the_corpus_size_alone_at_one_update_count_and_held_out
         assert len({keys[(row, "SST-2 Acc", seed, "trainer.lr=5e-4")] for seed in (1, 2, 3)}) == 3
 
 
-@pytest.mark.parametrize("name", ["wu-table1", "wu-table3", "wu-table4", "wu-fig2"])
+@pytest.mark.parametrize("name", [pytest.param("wu-table1", marks=pytest.mark.slow),  # 192 cells to compose: ~12 s
+                                  "wu-table3", "wu-table4", "wu-fig2"])
 @pytest.mark.parametrize("scale", ["cpu", pytest.param("paper", marks=pytest.mark.slow)])
 def test_every_cell_that_reads_the_agnostic_stage_follows_the_run_seed_and_no_other_cell_names_it(name, scale):
     """A cell that does not read the stage has no agnostic seed in its key (the seed sits on the rows
