@@ -1,4 +1,4 @@
-"""Teacher fine-tuning as the papers and BERT practice do it (issue 12, point 12): a step budget
+"""Teacher fine-tuning as the papers and BERT practice do it: a step budget
 with warm-up and linear decay, early stopping that follows the dev loss while the dev metric is
 flat, a warning for a teacher no better than the majority baseline, and Tang's learning-rate grid."""
 

@@ -2,7 +2,7 @@
 fixtures, pinned to a relative 1e-5 (as torchtune pins its recipes' losses). A silent change in a loss, a
 sampler, an initialisation, a batch rule or a schedule's steps fails here, whatever else passes.
 
-The numbers were recorded on the code before the package layout moved (issue 53), so the move is
+The numbers were recorded on the code before the package layout moved, so the move is
 shown to change nothing. Issue 54 gave XtremeDistil's schedules a W^r of its own beside W^s: d4.2's
 and ner-d4.2's stage 2 and 3 moved (stage 2 trains a fresh W^r, stage 3 a W^s stage 2 left untouched);
 their stage 1 did not (W^r draws from its own generator), and the "-shared" runs
@@ -20,7 +20,7 @@ from tests.test_cli import distil_in_process
 
 # (schedule, dataset, student, extra overrides): XtremeDistil D1 and D4.2, Mukherjee & Awadallah's soft
 # (logit MSE), and a tagging schedule (D4.2 on the toy NER set: per-token representation and logit
-# losses). D4.2 has its own W^r beside W^s (issue 54); the "-shared" runs keep one output layer for
+# losses). D4.2 has its own W^r beside W^s; the "-shared" runs keep one output layer for
 # both (schedule.shared_output_layer=true) and are pinned to the numbers recorded before that change.
 GOLDEN_RUNS = {
     "d1": ("d1", "toy", "bilstm", ()),

@@ -1,4 +1,4 @@
-"""Metrics per task as the papers report them (issue 12 point 9), through whole runs:
+"""Metrics per task as the papers report them, through whole runs:
 F1 of the positive class beside accuracy for pairs, MNLI matched and mismatched, the metric
 that selects on dev, and where they show (metrics.json, the end-of-run table, distil-report)."""
 

@@ -11,7 +11,7 @@ from tests.conftest import REPO
 from tests.test_cli import DISTIL, run
 
 pytestmark = pytest.mark.slow
-SST2_LOW = ["+experiment=sst2-low"]  # issue 6 reference, as `make schedules-xd`
+SST2_LOW = ["+experiment=sst2-low"]  # the SST-2 low-resource reference, as `make schedules-xd`
 
 
 def distil_metrics(tmp_path, *args) -> dict:

@@ -1,4 +1,4 @@
-"""Pre-training, task-agnostic distillation and serving on the active runtime (issue 56), on the CPU:
+"""Pre-training, task-agnostic distillation and serving on the active runtime, on the CPU:
 bf16 autocast trains near fp32, precision enters the artifact keys only when it is not fp32 (the
 device never does), checkpoints carry the CUDA random states and resume exactly where they are
 missing or belong to another machine, and a saved student serves on a chosen device in fp32."""

@@ -13,7 +13,7 @@ from distil.config.schema import CONF_DIR
 from distil.tables.preset import FORMATS, KINDS, ROWS_FROM, SCALES
 
 PRESETS = sorted((CONF_DIR / "table").glob("*.yaml"))
-# The tables issue 14 lists for Mukherjee & Awadallah and XtremeDistil.
+# The tables of Mukherjee & Awadallah and XtremeDistil that the runner reproduces.
 LISTED = [f"mukherjee-table{n}" for n in (3, 4, 5, 6, 7, 8, 9, 10, 12)] + [
     f"xtremedistil-table{n}" for n in (1, 3, 4, 6, 11, 12, 13, 14, 15, 16, 17)]
 

@@ -248,7 +248,7 @@ def test_teacher_prediction_variance_as_mukherjee_table9():
     assert get_task("tagging").diagnostics(iter([torch.zeros(3, 5)])) == {}
 
 
-# --- metrics per task as the papers report them (issue 12 point 9) ------------------------
+# --- metrics per task as the papers report them ------------------------
 
 class Predicted:
     """The part of a prepared split that class scoring reads."""

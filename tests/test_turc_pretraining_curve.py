@@ -1,4 +1,4 @@
-"""Turc's masked-LM pre-training reports its loss curve against the unigram level (issue 54, item 4).
+"""Turc's masked-LM pre-training reports its loss curve against the unigram level.
 
 The unigram level is the loss of predicting the corpus's wordpiece frequencies at every masked
 position, whatever the context: their entropy in nats. The report records it beside the running
@@ -104,7 +104,7 @@ def test_held_out_settings_at_their_defaults_leave_the_artifact_key_as_before():
     """Settings at their schema default stay out of the key, so every artifact built before the
     held-out curve existed is still found; another held-out setting is another report: another key."""
     legacy = {"objective", "mask_prob", "mask_token_prob", "random_token_prob", "max_length", "steps", "batch_size",
-              "lr", "warmup_fraction", "weight_decay", "dropout", "seed"}  # the key's settings before issue 54
+              "lr", "warmup_fraction", "weight_decay", "dropout", "seed"}  # the older keys' settings
     spec = mlm.pretrain_spec(OmegaConf.structured(PretrainConfig()), 2, 128, {"vocab": "v"}, "digest", 0)
     assert set(spec["settings"]) == legacy
     other = mlm.pretrain_spec(OmegaConf.structured(PretrainConfig(heldout_every=50)), 2, 128, {"vocab": "v"},

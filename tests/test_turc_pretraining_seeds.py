@@ -1,4 +1,4 @@
-"""Turc's figures pre-train once per run seed wherever a cell reads pre-training (issue 54, item 4).
+"""Turc's figures pre-train once per run seed wherever a cell reads pre-training.
 
 Before, every seed of turc-fig6/7/8 fine-tuned or distilled the one pre-trained student of
 pretrain.seed 0, so the spread over seeds left out pre-training's variance. Now each cell whose

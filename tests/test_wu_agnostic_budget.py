@@ -1,4 +1,4 @@
-"""Wu et al.'s task-agnostic stage counted in optimiser updates (issue 54): `agnostic.steps` trains
+"""Wu et al.'s task-agnostic stage counted in optimiser updates: `agnostic.steps` trains
 exactly that many updates, cycling through the corpus as needed, so Table 4's corpus sizes compare at
 one update count (Wu §5.4); null keeps `epochs` passes and every existing artifact key."""
 

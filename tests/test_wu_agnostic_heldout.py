@@ -1,6 +1,6 @@
 """The held-out set of Wu's task-agnostic stage (Table 4's "Wikipedia validation set", eq. 1 on lines
 never distilled on): `agnostic.heldout=end` reads the corpus's last lines, the same for every
-max_sentences, where `after` (the default, as before issue 54) reads the lines after each size's."""
+max_sentences, where `after` (the default, as before the held-out set was fixed) reads the lines after each size's."""
 
 from __future__ import annotations
 

@@ -72,7 +72,7 @@ def test_table4_rows_vary_the_corpus_size_alone_at_one_update_count_and_held_out
 @pytest.mark.parametrize("scale", ["cpu", pytest.param("paper", marks=pytest.mark.slow)])
 def test_every_cell_that_reads_the_agnostic_stage_follows_the_run_seed_and_no_other_cell_names_it(name, scale):
     """A cell that does not read the stage has no agnostic seed in its key (the seed sits on the rows
-    that read it, so the other rows keep the keys they had before issue 54; at cpu scale they name no
+    that read it, so the other rows keep their older keys; at cpu scale they name no
     agnostic setting at all); one that reads it distils with the run's seed."""
     cells = composed(name, scale)
     assert any(reads_agnostic(cfg) for _, cfg in cells.values())

@@ -1,4 +1,4 @@
-"""XtremeDistil's two output layers (issue 54): the logit loss trains W^r (eq. 3, r^s = W^r h + b^r) and
+"""XtremeDistil's two output layers: the logit loss trains W^r (eq. 3, r^s = W^r h + b^r) and
 the cross-entropy trains W^s (eq. 1, softmax(h W^s)); §5.2: stage 2 learns "W^s and <W^r, b^r>", and
 Table 4 unfreezes "Linear (W^r)" in stage 2 and "Softmax (W^s)" in stage 3. Every XtremeDistil
 schedule with a representation head keeps them apart by default; schedule.shared_output_layer=true is
