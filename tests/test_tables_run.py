@@ -713,6 +713,7 @@ def test_a_cell_another_worker_holds_is_skipped_and_a_cell_it_finished_meanwhile
     assert "D1 seed 1: running (another worker)" in listing
 
 
+@pytest.mark.slow  # two real table workers: ~20 s (the per-cell lock itself is tested above, in one process)
 def test_two_table_workers_started_together_run_each_cell_once(tmp_path):
     """Two real `distil table` processes on one preset (two one-epoch smoke cells): each cell runs once."""
     from distil.common.console import console_script
