@@ -43,7 +43,7 @@ TINY_SET = ("dataset=toy-ner", "dataset.split.labeled_per_language=4", "teacher.
 ALWAYS = "teacher.finetune.min_steps_while=always"  # the tables' recipe: min_steps holds whatever dev says
 
 
-@pytest.mark.parametrize("majority, steps", [(0.0, 8), (1.0, 20)], ids=["beats the majority", "at the majority"])
+@pytest.mark.parametrize("majority, steps", [(0.0, 6), (1.0, 20)], ids=["beats the majority", "at the majority"])
 def test_at_majority_a_teacher_that_learned_stops_on_dev_and_one_that_did_not_keeps_min_steps(
         smoke_cfg, optimiser_steps, monkeypatch, majority, steps):
     """The default job's rule: min_steps holds only while the teacher is no better than the majority
@@ -74,6 +74,20 @@ def test_min_steps_trains_a_tiny_labeled_set_for_the_whole_budget_with_warmup_an
     expected = [1e-3 * k / 2 for k in range(2)] + [1e-3 * (20 - k) / 18 for k in range(2, 20)]
     assert optimiser_steps == pytest.approx(expected, rel=1e-9, abs=1e-12)
     assert teacher.info["steps"] == 20 and teacher.info["epochs_run"] == 10
+
+
+def test_at_majority_warms_up_over_the_planned_epochs_and_decays_over_the_whole_budget(
+        smoke_cfg, optimiser_steps, monkeypatch):
+    """2 planned epochs of 2 steps, stretched to 20 steps by min_steps (the teacher stays at the majority
+    class, so it trains them all): the warm-up is half of the 4 planned steps, not half of the 20, and the
+    decay still reaches 0 at step 20."""
+    monkeypatch.setattr(finetune, "majority_dev_score", lambda *args: 1.0)
+    cfg = smoke_cfg(*TINY_SET, "teacher.finetune.epochs=2", "teacher.finetune.min_steps=20",
+                    "teacher.finetune.warmup_fraction=0.5", "teacher.finetune.lr=1e-3",
+                    "teacher.finetune.min_steps_while=at_majority")
+    fine_tune(cfg)
+    expected = [1e-3 * k / 2 for k in range(2)] + [1e-3 * (20 - k) / 18 for k in range(2, 20)]
+    assert optimiser_steps == pytest.approx(expected, rel=1e-9, abs=1e-12)
 
 
 def test_max_steps_cuts_the_budget_mid_pass(smoke_cfg, optimiser_steps):

@@ -1,5 +1,6 @@
 """run/plan.py: a run's decisions are made once, from the composed config, before any work."""
 
+import json
 import os
 
 import pytest
@@ -53,3 +54,19 @@ def test_hubs_go_offline_before_any_check_can_reach_them(smoke_cfg, monkeypatch,
     plan_run(smoke_cfg(f"hub_offline={str(offline).lower()}", "schedule=d4.2"))
     assert seen["at_check"].get("HF_HUB_OFFLINE") == ("1" if offline else None)
     assert seen["at_check"].get("HF_DATASETS_OFFLINE") == ("1" if offline else None)
+
+
+@pytest.mark.parametrize("cut, read", [("null", 64), (8, 8), (1000, 64)], ids=["none", "shorter", "longer"])
+def test_a_dataset_cut_below_the_teachers_length_is_what_every_phase_reads(smoke_cfg, cut, read):
+    """dataset.max_length cuts every example (the smoke teacher reads 64 wordpieces); a cut beyond the
+    teacher's length changes nothing."""
+    cfg = smoke_cfg(f"dataset.max_length={cut}")
+    plan_run(cfg)
+    assert cfg.teacher.max_length == read
+
+
+def test_a_run_on_a_cut_dataset_saves_its_student_at_the_cut(tmp_path, monkeypatch, capsys):
+    code, _, err = distil_in_process(["debug=smoke", "dataset.max_length=8"], tmp_path, monkeypatch, capsys)
+    assert code == 0, err
+    (run,) = (tmp_path / "outputs/runs").glob("*/*")
+    assert json.loads((run / "student/config.json").read_text())["max_length"] == 8  # what serving cuts to

@@ -269,6 +269,10 @@ class DatasetConfig:
     # Unlabeled text, one example per line (.txt or .txt.gz), for transfer_size source=file
     unlabeled_file: str | None = None
     strip_html: bool = False  # replace <br /> and other tags by spaces (IMDB)
+    # Wordpieces each example is cut to, teacher and student alike, at most teacher.max_length (None:
+    # teacher.max_length): a dataset of long texts read at its beginning, to keep every run on it short
+    # (BBC News, the default job's: a topic shows in an article's headline and first lines)
+    max_length: int | None = at_least(2, default=None)
     split: SplitConfig = field(default_factory=SplitConfig)
     # Scores as the papers report them (names in distil/tasks: accuracy, f1, mcc; pearson,
     # spearman; tagging's span f1). `metric` selects models on dev (None: the task's own:
@@ -510,6 +514,14 @@ def check_config(cfg) -> None:
     if finetune.max_steps is not None and finetune.min_steps > finetune.max_steps:
         raise DistilError(f"teacher.finetune.min_steps={finetune.min_steps} is above "
                           f"teacher.finetune.max_steps={finetune.max_steps}; lower min_steps or raise max_steps")
+
+
+def reading_length(cfg) -> int:
+    """The wordpieces every example is cut to: the teacher's max_length, or the dataset's own cut where it
+    is shorter (dataset.max_length). Every phase, artifact key and saved student reads the result as
+    teacher.max_length (`plan_run` sets it once)."""
+    cut = cfg.dataset.get("max_length")
+    return cfg.teacher.max_length if cut is None else min(cut, cfg.teacher.max_length)
 
 
 def arithmetic(expression: str) -> float:

@@ -12,7 +12,15 @@ from omegaconf import OmegaConf
 from distil.augment.build import check_augment
 from distil.common.libraries import offline_hubs, quiet_libraries
 from distil.common.runtime import Runtime
-from distil.config.schema import Config, StudentConfig, TeacherConfig, TrainerConfig, check_config, without_defaults
+from distil.config.schema import (
+    Config,
+    StudentConfig,
+    TeacherConfig,
+    TrainerConfig,
+    check_config,
+    reading_length,
+    without_defaults,
+)
 from distil.errors import DistilError, check_choice
 from distil.peers import check_peer, is_peer
 from distil.pretrain.mlm import check_pretrain
@@ -57,6 +65,7 @@ STARTS = ("own", "checkpoint", "pretrained")
 def plan_run(cfg: Config) -> RunPlan:
     """Check everything that can be checked before work starts, and decide once."""
     check_config(cfg)  # every numeric setting in range before anything runs
+    cfg.teacher.max_length = reading_length(cfg)  # a dataset read at its beginning: every phase below cuts there
     runtime = Runtime.resolve(cfg.runtime.device, cfg.runtime.precision)  # an absent GPU fails here
     quiet_libraries()
     if cfg.hub_offline:  # before any check loads a teacher's config

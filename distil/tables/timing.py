@@ -47,6 +47,7 @@ import torch
 
 from distil.bench.harness import interleaved_seconds, pass_ratios, split_passes, spread
 from distil.config.overrides import CONFIG_DIR_ENV
+from distil.config.schema import reading_length
 from distil.data.batching import pad
 from distil.errors import DistilError
 from distil.serve.onnx_session import ONNX_FILES, OnnxLogits
@@ -300,5 +301,5 @@ def time_cells(cells: dict[str, Path], overrides: list[str], root: Path) -> dict
     if not teacher_dir.is_dir():
         raise DistilError(f"the teacher {teacher_dir} the students learned from is not in the cache; rerun one of "
                           f"their cells (it is reused) or restore the cache")
-    return write_timings(cells, lambda: teacher_timed(teacher_dir, task, cfg.teacher.max_length), task,
+    return write_timings(cells, lambda: teacher_timed(teacher_dir, task, reading_length(cfg)), task,
                          data.splits["test"], data.label_names, cfg.trainer.threads)
