@@ -3,6 +3,7 @@ the `distil` command, distil/cli/main.py)."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sys
@@ -19,8 +20,8 @@ from omegaconf.errors import OmegaConfBaseException
 from distil.common import distributed
 from distil.common.atomic import write_json_atomic
 from distil.common.interrupt import Terminated, exit_on_interrupt
-from distil.config.compose import hydra_message
-from distil.config.run_dir import register_run_dir_resolver
+from distil.config.compose import hydra_problem
+from distil.config.run_dir import CREATED, register_run_dir_resolver, unwritable_outputs
 from distil.config.schema import CONF_DIR, register_configs
 from distil.errors import DistilError
 from distil.run.sweep import FAILED_CELLS, INTERRUPTED_STATUS
@@ -115,6 +116,17 @@ def log_traceback(run_dir: Path) -> Path:
     return path
 
 
+def remove_empty_sweep_dirs() -> None:
+    """A sweep whose cells do not compose fails before any cell runs: the sweep directory it created
+    holds only Hydra's multirun.yaml, and goes (a directory holding a cell's output stays)."""
+    for directory in CREATED:
+        if directory.is_dir() and {p.name for p in directory.iterdir()} <= {"multirun.yaml"}:
+            (directory / "multirun.yaml").unlink(missing_ok=True)
+            directory.rmdir()
+            with contextlib.suppress(OSError):  # the day's folder, unless another run holds something there
+                directory.parent.rmdir()
+
+
 def silence_stdout() -> None:
     """The reader of our stdout went away: send the rest of the output, and the flush at exit, nowhere."""
     devnull = os.open(os.devnull, os.O_WRONLY)
@@ -132,12 +144,17 @@ def main() -> None:
     except (HydraException, OmegaConfBaseException) as error:  # a value Hydra cannot compose or merge
         if full_error:
             raise
-        print(f"distil: error: {hydra_message(error)}; fix that override (distil --cfg job shows the composed "
-              f"config)", file=sys.stderr)
+        remove_empty_sweep_dirs()
+        print(f"distil: error: {hydra_problem(error, sys.argv[1:])}", file=sys.stderr)
         sys.exit(2)
     except BrokenPipeError:  # `distil --help | head`
         silence_stdout()
         sys.exit(141)
+    except OSError as error:  # Hydra's own setup (an explicit hydra.run.dir, its log file): the run catches its own
+        if full_error:
+            raise
+        print(f"distil: error: {unwritable_outputs(error)}", file=sys.stderr)
+        sys.exit(2)
     finally:
         logging.raiseExceptions = raise_exceptions
         if not full_error:

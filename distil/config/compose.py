@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import os
+import re
 from collections.abc import Sequence
 from functools import lru_cache
 
@@ -15,12 +16,22 @@ from hydra._internal.config_loader_impl import ConfigLoaderImpl  # Hydra 1.3's o
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import HydraException
 from omegaconf import DictConfig
-from omegaconf.errors import OmegaConfBaseException
+from omegaconf.errors import ConfigKeyError, OmegaConfBaseException
 
 from distil.common.libraries import quiet_libraries
-from distil.config.overrides import CONFIG_DIR_ENV, check_overrides, replace_files_map, with_config_dir_env
-from distil.config.schema import CONF_DIR, register_configs
+from distil.config.overrides import (
+    CONFIG_DIR_ENV,
+    check_key,
+    check_overrides,
+    config_dirs,
+    replace_files_map,
+    with_config_dir_env,
+)
+from distil.config.schema import CONF_DIR, check_config, register_configs
 from distil.errors import DistilError
+
+OVERRIDE_FIX = "fix that override (distil --cfg job shows the composed config)"
+FILE_FIX = "fix that file (distil --cfg job shows the composed config)"
 
 
 class ComposeProblem(Exception):
@@ -28,13 +39,19 @@ class ComposeProblem(Exception):
 
 
 def compose_run_config(overrides: list[str]) -> DictConfig:
-    """The config `distil` composes from these overrides, without running anything. Raises DistilError."""
+    """The config `distil` composes from these overrides, without running anything, every setting in
+    its range (check_config): each command that composes a run's config checks what a run checks.
+    Raises DistilError, one line as `distil` prints it."""
     overrides = with_config_dir_env(overrides, os.environ.get(CONFIG_DIR_ENV))
     problem = check_overrides(overrides, CONF_DIR)
     if problem:
         raise DistilError(problem)
-    cfg = copy.deepcopy(composed(tuple(overrides)))  # a copy of the shared composition: it is changed below
-    replace_files_map(cfg, overrides)
+    try:
+        cfg = copy.deepcopy(composed(tuple(overrides)))  # a copy of the shared composition: it is changed below
+        replace_files_map(cfg, overrides)
+        check_config(cfg)
+    except (HydraException, OmegaConfBaseException) as error:
+        raise DistilError(hydra_problem(error, overrides)) from error
     quiet_libraries()
     return cfg
 
@@ -54,9 +71,12 @@ def compose_overrides(overrides: Sequence[str], config_dirs: str | None) -> Dict
     try:
         cfg = copy.deepcopy(composed(tuple(groups)))
         ConfigLoaderImpl._apply_overrides_to_config(OverridesParser.create().parse_overrides(values), cfg)
+        check_config(cfg)  # a cell out of range fails before any cell runs, as a run would
         return cfg
     except (HydraException, OmegaConfBaseException) as error:
         raise ComposeProblem(hydra_message(error)) from error
+    except DistilError as error:
+        raise ComposeProblem(str(error)) from error
 
 
 def _is_value_override(arg: str) -> bool:
@@ -81,3 +101,42 @@ def hydra_message(error: Exception) -> str:
     text = f"{error}\n{error.__cause__ or ''}"
     lines = [line.strip().rstrip(".") for line in text.splitlines() if line.strip() and not line[0].isspace()]
     return "; ".join(lines)
+
+
+def hydra_problem(error: Exception, args: Sequence[str]) -> str:
+    """The one line every command prints for a config Hydra cannot compose (after `distil: error: `):
+    a DistilError raised inside the composition (a resolver's) as it is; a problem inside a config
+    file (a user's own YAML) naming that file, with a did-you-mean for a misspelt key; else the
+    override's problem."""
+    own = _in_chain(error, DistilError)
+    if own is not None:
+        return str(own)
+    text = str(error)
+    where = re.match(r"In '([^']+)': (?:\w+ raised while composing config:)?\s*", text)
+    if where is None or "override" in text.lower():
+        return f"{hydra_message(error)}; {OVERRIDE_FIX}"
+    missing = _in_chain(error, ConfigKeyError)
+    problem = check_key(missing.full_key.split(".")) if missing is not None and missing.full_key else None
+    if problem is None:
+        inner = error.__class__(text[where.end():])
+        inner.__cause__ = error.__cause__
+        problem = hydra_message(inner)
+    return f"{config_file(where.group(1), args)}: {problem}; {FILE_FIX}"
+
+
+def config_file(name: str, args: Sequence[str]) -> str:
+    """The YAML file Hydra names as `group/option` (the first of the searched directories holding it)."""
+    dirs, _ = config_dirs(list(args), CONF_DIR)
+    found = [directory / f"{name}.yaml" for directory in reversed(dirs) if (directory / f"{name}.yaml").is_file()]
+    return str(found[0]) if found else f"{name}.yaml"
+
+
+def _in_chain(error: BaseException | None, kind: type[BaseException]) -> BaseException | None:
+    """The first exception of this kind among the error, its cause and their context."""
+    seen = set()
+    while error is not None and id(error) not in seen:
+        if isinstance(error, kind):
+            return error
+        seen.add(id(error))
+        error = error.__cause__ or error.__context__
+    return None

@@ -97,7 +97,7 @@ def check_overrides(args: list[str], conf_dir: Path) -> str | None:
                 if str(option) not in options:
                     return unknown_choice(key, option, options)
         else:  # `+key=v` too: it may add to a free-form map (dataset.files, schedule.weights), not to the schema
-            problem = _check_key(key.split("."))
+            problem = check_key(key.split("."))
             if problem:
                 return problem
     return None
@@ -149,7 +149,8 @@ def _search_dir(entry: str) -> Path | None:
     return None
 
 
-def _check_key(parts: list[str]) -> str | None:
+def check_key(parts: list[str]) -> str | None:
+    """"unknown key ..." (with a did-you-mean and the valid keys) for a dotted key the schema lacks, else None."""
     node: typing.Any = Config
     for depth, part in enumerate(parts):
         origin = typing.get_origin(node)

@@ -17,21 +17,38 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
+from distil.errors import DistilError
+
 RESOLVER = "distil_unique_dir"
+# The directories this process created: a sweep that fails to compose its cells removes the one it
+# made empty (cli/run.py), instead of leaving an empty multirun directory behind.
+CREATED: list[Path] = []
 
 
 def unique_dir(base: str) -> str:
-    """Create and return `base`, or the first `base_<n>` no other run has created."""
+    """Create and return `base`, or the first `base_<n>` no other run has created. Raises DistilError
+    where it cannot be created (the outputs folder read-only, or a file)."""
     path = Path(base)
-    path.parent.mkdir(parents=True, exist_ok=True)
     candidate, n = path, 1
-    while True:
-        try:
-            os.mkdir(candidate)  # atomic: of two runs racing for a name exactly one gets it
-            return str(candidate)
-        except FileExistsError:
-            n += 1
-            candidate = path.with_name(f"{path.name}_{n}")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        while True:
+            try:
+                os.mkdir(candidate)  # atomic: of two runs racing for a name exactly one gets it
+                CREATED.append(candidate)
+                return str(candidate)
+            except FileExistsError:
+                n += 1
+                candidate = path.with_name(f"{path.name}_{n}")
+    except OSError as error:
+        raise DistilError(unwritable_outputs(error)) from error
+
+
+def unwritable_outputs(error: OSError) -> str:
+    """The one line for a run or sweep directory that cannot be created."""
+    where = error.filename or "the outputs folder"
+    return (f"cannot create the run directory {where}: {error.strerror or error}; set paths.outputs or "
+            f"DISTIL_OUTPUTS (or the hydra.run.dir / hydra.sweep.dir given) to a writable directory")
 
 
 def one_dir_for_every_rank(base: str) -> str:
