@@ -32,7 +32,7 @@ from distil.students.heads import check_output_layers, check_projection_place
 from distil.students.pretrained import check_student_init
 from distil.tasks import Task, make_task
 from distil.teacher.finetune import check_finetune
-from distil.teacher.load import check_layer
+from distil.teacher.load import check_layer, check_teacher_source
 from distil.teacher.load import hidden_size as teacher_hidden_size
 
 DEFAULT_BATCH_SIZE = 32
@@ -65,6 +65,7 @@ STARTS = ("own", "checkpoint", "pretrained")
 def plan_run(cfg: Config) -> RunPlan:
     """Check everything that can be checked before work starts, and decide once."""
     check_config(cfg)  # every numeric setting in range before anything runs
+    check_teacher_source(cfg.teacher)  # a local teacher is a model, and max_length fits its positions
     cfg.teacher.max_length = reading_length(cfg)  # a dataset read at its beginning: every phase below cuts there
     runtime = Runtime.resolve(cfg.runtime.device, cfg.runtime.precision)  # an absent GPU fails here
     quiet_libraries()

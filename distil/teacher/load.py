@@ -5,10 +5,13 @@ from __future__ import annotations
 import hashlib
 import importlib
 import importlib.metadata
+import json
+import pickle
 from pathlib import Path
 from typing import Any
 
 import torch
+from safetensors import SafetensorError
 from transformers import AutoConfig, AutoModel, AutoTokenizer, BertConfig, BertModel, BertTokenizer
 
 from distil.common.runtime import current
@@ -19,6 +22,16 @@ from distil.tasks import Task
 # A character-level wordpiece vocabulary: any lower-cased text encodes without a hub.
 _CHARS = list("abcdefghijklmnopqrstuvwxyz0123456789.,;:!?'\"-()&$%/")
 TINY_VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *_CHARS, *("##" + c for c in _CHARS)]
+
+# What a model directory holds, as save_pretrained writes it (a sharded checkpoint: its index).
+WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin", "model.safetensors.index.json",
+                "pytorch_model.bin.index.json")
+LOCAL_DIR_FIX = ("give teacher.name_or_path a directory holding config.json (with its model_type), the weights "
+                 "(model.safetensors or pytorch_model.bin) and the tokenizer files, as save_pretrained writes them")
+# What from_pretrained raises on a directory whose files are not what they say (torn or foreign weights).
+UNREADABLE = (OSError, ValueError, RuntimeError, KeyError, SafetensorError, pickle.UnpicklingError)
+# Models whose position table keeps its first rows for padding (RoBERTa's offset of 2).
+POSITION_OFFSETS = {"roberta": 2, "xlm-roberta": 2, "camembert": 2, "longformer": 2}
 
 # The offline model packages a `pkg:` teacher may name (those of conf/teacher/*.yaml). Importing
 # a module runs its code, so `pkg:` is no way to import just any installed module (pkg:os).
@@ -82,13 +95,59 @@ def num_layers(cfg: TeacherConfig) -> int | None:
 def _architecture(cfg: TeacherConfig, key: str) -> int | None:
     if cfg.name_or_path == "random":
         return getattr(cfg.random_init, key) if cfg.random_init else None
+    config = _config(cfg)
+    return None if config is None else getattr(config, key, None)
+
+
+def _config(cfg: TeacherConfig):
+    """The teacher's transformers config (None when it cannot be read yet: loading reports why in full)."""
     if cfg.name_or_path.startswith("pkg:"):
         model_package(cfg)  # an unknown package fails here, before any data is read
     try:
         source = resolve_source(cfg)
-        return getattr(AutoConfig.from_pretrained(source, local_files_only=not Path(source).is_dir()), key)
-    except (OSError, DistilError):
-        return None  # loading the teacher reports the problem in full
+        return AutoConfig.from_pretrained(source, local_files_only=not Path(source).is_dir())
+    except (OSError, ValueError, DistilError):
+        return None
+
+
+def check_teacher_source(cfg: TeacherConfig) -> None:
+    """Before any data is read: a local teacher directory holds a model (config.json with its model_type,
+    and weights), and teacher.max_length fits the teacher's position table (a longer text would index
+    past it; an absurd length would pass unnoticed on short texts)."""
+    local = Path(cfg.name_or_path)
+    if cfg.name_or_path != "random" and not cfg.name_or_path.startswith("pkg:") and local.is_dir():
+        _check_model_dir(cfg, local)
+    positions = max_positions(cfg)
+    if positions is not None and cfg.max_length > positions:
+        raise DistilError(f"teacher.max_length={cfg.max_length} is above the {positions} positions teacher "
+                          f"'{cfg.name}' has; set teacher.max_length to at most {positions}")
+
+
+def _check_model_dir(cfg: TeacherConfig, local: Path) -> None:
+    config = local / "config.json"
+    what = f"teacher '{cfg.name}': {local}"
+    if not config.is_file():
+        listing = "it is empty" if not any(local.iterdir()) else "it has no config.json"
+        raise DistilError(f"{what} is not a model directory ({listing}); {LOCAL_DIR_FIX}")
+    try:
+        model_type = json.loads(config.read_text(encoding="utf-8")).get("model_type")
+    except (ValueError, AttributeError):
+        raise DistilError(f"{what}/config.json is not a JSON object; {LOCAL_DIR_FIX}") from None
+    if not model_type:
+        raise DistilError(f"{what}/config.json names no model_type; {LOCAL_DIR_FIX}")
+    if not any((local / name).is_file() for name in WEIGHT_FILES):
+        raise DistilError(f"{what} holds no weights (none of {', '.join(WEIGHT_FILES)}); {LOCAL_DIR_FIX}")
+
+
+def max_positions(cfg: TeacherConfig) -> int | None:
+    """The longest input the teacher's position table takes, in wordpieces (None when not known yet)."""
+    if cfg.name_or_path == "random":
+        return cfg.random_init.max_position_embeddings if cfg.random_init else None
+    config = _config(cfg)
+    positions = getattr(config, "max_position_embeddings", None)
+    if not isinstance(positions, int):
+        return None
+    return positions - POSITION_OFFSETS.get(getattr(config, "model_type", ""), 0)
 
 
 def check_layer(cfg: TeacherConfig) -> None:
@@ -134,10 +193,16 @@ def load_encoder(cfg: TeacherConfig, hub_offline: bool, seed: int = 0):
 
 def _from_source(cfg: TeacherConfig, hub_offline: bool, load):
     source = resolve_source(cfg)
-    local_only = hub_offline and not Path(source).is_dir()
+    local_dir = Path(source).is_dir()
+    local_only = hub_offline and not local_dir
     try:
         return load(source, local_only)
-    except OSError as error:
+    except UNREADABLE as error:
+        if local_dir:  # files that are not what they claim: torn, truncated or another library's
+            detail = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+            raise DistilError(f"teacher '{cfg.name}': cannot load {source} ({detail}); {LOCAL_DIR_FIX}") from error
+        if not isinstance(error, OSError):
+            raise
         if local_only:
             raise DistilError(
                 f"teacher '{cfg.name}' ({source}) is not available offline: set "
