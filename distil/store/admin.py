@@ -210,6 +210,8 @@ def problems_in(artifact: Artifact) -> list[str]:
     Files the manifest does not list are not part of the artifact and are ignored."""
     if artifact.manifest is None:
         return [artifact.manifest_problem or f"unreadable {MANIFEST}"]
+    if not artifact.manifest["files"]:  # no artifact is empty: a list emptied by hand vouches for nothing
+        return [f"{MANIFEST} lists no files"]
     return [problem for rel, meta in artifact.manifest["files"].items()
             if (problem := file_problem(artifact.path, rel, meta))]
 
