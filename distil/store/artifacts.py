@@ -30,6 +30,7 @@ not named like a build.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import hashlib
 import json
@@ -68,6 +69,9 @@ def file_sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
+# What writing to a cache this process may only read raises (a read-only mount, another user's cache).
+READ_ONLY = (errno.EROFS, errno.EACCES, errno.EPERM)
+
 # lock file -> the open file holding this process's shared lock on it. One table for the
 # process, not per store: a sweep's cells each open a store on the same cache.
 _READ_LOCKS: dict[Path, Any] = {}
@@ -92,15 +96,31 @@ class ArtifactStore:
         self.root = Path(root)
 
     def _lock_path(self, key: str) -> Path:
-        path = self.root / "locks" / f"{key}.lock"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        return path
+        return self.root / "locks" / f"{key}.lock"
+
+    def _open_lock(self, key: str, mode: str):
+        """`key`'s lock file, open in `mode` (created if need be). In a cache this process may only read,
+        the file opened for reading (flock needs no write access), or None where there is none to open:
+        a read-only cache is read without a lock, as nothing can prune it from here."""
+        path = self._lock_path(key)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            return path.open(mode)
+        except OSError as error:
+            if error.errno not in READ_ONLY:
+                raise
+        try:
+            return path.open("r")
+        except OSError:
+            return None
 
     def _hold_shared(self, key: str) -> None:
         """Keep a shared lock on `key` while this process may read it (released at exit)."""
         path = self._lock_path(key).resolve()
         if path not in _READ_LOCKS:
-            handle = path.open("a")
+            handle = self._open_lock(key, "a")
+            if handle is None:
+                return
             fcntl.flock(handle, fcntl.LOCK_SH)
             _READ_LOCKS[path] = handle
 
@@ -243,8 +263,16 @@ class ArtifactStore:
     def lock(self, key: str, while_waiting: Callable[[], None] | None = None) -> Iterator[None]:
         """Exclusive, across processes, for one key; released if the process dies. The holder
         writes its pid into the lock file, so a waiting run can say whom it waits for. A process
-        that has to wait first runs `while_waiting()`, if given (help with the build it waits for)."""
-        with self._lock_path(key).open("a+") as handle:
+        that has to wait first runs `while_waiting()`, if given (help with the build it waits for). Raises
+        DistilError in a cache this process may only read: whatever takes this lock writes there."""
+        handle = self._open_lock(key, "a+")
+        if handle is None or not handle.writable():
+            if handle is not None:
+                handle.close()
+            raise DistilError(f"the cache {self.root} is read-only, and this run has to write {key} there; give "
+                              f"paths.cache a writable directory (a copy of this one keeps what it holds) or make "
+                              f"it writable")
+        with handle:
             try:
                 fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
@@ -295,8 +323,15 @@ class ArtifactStore:
 
     @contextmanager
     def try_lock(self, key: str) -> Iterator[bool]:
-        """True while we hold `key`'s exclusive lock, False if another run holds it (no waiting)."""
-        with self._lock_path(key).open("a") as handle:
+        """True while we hold `key`'s exclusive lock, False if another run holds it (no waiting) or the
+        cache is read-only (nothing in it may be removed from here)."""
+        handle = self._open_lock(key, "a")
+        if handle is None or not handle.writable():
+            if handle is not None:
+                handle.close()
+            yield False
+            return
+        with handle:
             try:
                 fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
@@ -316,14 +351,19 @@ class ArtifactStore:
         except FileNotFoundError:
             self._release_shared(final.name)
             return None
-        os.utime(manifest_path)  # last used: `distil cache prune --older-than` reads it
+        with contextlib.suppress(OSError):  # a read-only cache keeps its times
+            os.utime(manifest_path)  # last used: `distil cache prune --older-than` reads it
         return Artifact(manifest["key"], final, True, manifest.get("info", {}))
 
     @staticmethod
     def _return_to_build(final: Path, tmp: Path) -> None:
-        """Damaged artifact -> build directory, keeping only the files that match the manifest."""
-        damaged = set(ArtifactStore.damaged_files(final))
+        """Damaged artifact -> build directory, keeping only the files that match the manifest (a
+        file where the artifact's directory should be holds nothing to keep: it goes)."""
         shutil.rmtree(tmp, ignore_errors=True)
+        if not final.is_dir():
+            final.unlink()
+            return
+        damaged = set(ArtifactStore.damaged_files(final))
         tmp.parent.mkdir(parents=True, exist_ok=True)
         os.replace(final, tmp)
         for rel in damaged | {MANIFEST}:
@@ -331,24 +371,35 @@ class ArtifactStore:
 
     @staticmethod
     def damaged_files(path: Path) -> list[str]:
-        """Files that are missing or differ from the manifest (every file, if it is unreadable)."""
-        try:
-            files = json.loads((path / MANIFEST).read_text())["files"]
-        except (OSError, json.JSONDecodeError, KeyError):
+        """Files that are missing or differ from the manifest (every file, if it is unreadable or lists none)."""
+        files = manifest_files(path)
+        if not files:
             return [str(p.relative_to(path)) for p in path.rglob("*") if p.is_file()]
         return [rel for rel, meta in files.items() if file_problem(path, rel, meta) is not None]
 
     @staticmethod
     def verify(path: Path) -> str | None:
         """None if every file matches the manifest, else what is wrong."""
+        if not path.is_dir():
+            return "a file where its directory should be"
         manifest_path = path / MANIFEST
         if not manifest_path.is_file():
             return "no manifest"
-        try:
-            files = json.loads(manifest_path.read_text())["files"]
-        except (json.JSONDecodeError, KeyError):
+        files = manifest_files(path)
+        if files is None:
             return "unreadable manifest"
+        if not files:
+            return f"{MANIFEST} lists no files"
         return next((problem for rel, meta in files.items() if (problem := file_problem(path, rel, meta))), None)
+
+
+def manifest_files(path: Path) -> dict | None:
+    """The manifest's file list ({} when it lists none: no artifact is empty), None when unreadable."""
+    try:
+        files = json.loads((path / MANIFEST).read_text()).get("files")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return files if isinstance(files, dict) else None
 
 
 def lock_holder(handle) -> int | None:
