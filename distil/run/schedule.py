@@ -376,6 +376,7 @@ class StageTrainer:
             min_improvement=self.trainer.min_improvement,
             grad_clip=self.trainer.grad_clip, scheduler=scheduler, description=description,
             baseline=True, checkpoint=checkpoint.for_step(description) if checkpoint else None, rng=self.rng,
+            lr_setting=f"trainer.lr (now {self.trainer.lr:g})",
         )
         dev, test = self.evaluate(self.predictor, "dev"), self.evaluate(self.predictor, "test")
         dev_loss = -result.best_dev if self.select_on_loss else self.dev_loss()

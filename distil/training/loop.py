@@ -19,9 +19,15 @@ import torch
 from distil.common import distributed, tracking
 from distil.common.progress import progress_bar
 from distil.common.runtime import current
+from distil.errors import DistilError
 from distil.training.checkpoint import restore_rng_states, rng_states
 
 log = logging.getLogger(__name__)
+
+# A training loss this many times its first batch's (or than 1, if that is smaller) has diverged: a
+# learning rate far too high (trainer.lr=1e10 gives losses near 1e22, all finite) trains nothing, and
+# must not end as an "ok" run of an untrained student.
+DIVERGED_GROWTH = 1e6
 
 Batch = Any
 
@@ -64,6 +70,7 @@ def fit(
     checkpoint: CheckpointLike | None = None,
     rng: np.random.Generator | None = None,
     on_nonfinite: Callable[[float], Exception] | None = None,
+    lr_setting: str = "the learning rate",
 ) -> FitResult:
     """Train for up to `epochs`, stop after `patience` epochs without a better dev score, but never
     before `min_steps` optimiser steps: on a few hundred labels an epoch is a dozen steps, and a
@@ -82,6 +89,8 @@ def fit(
     had never stopped. A non-finite training loss stops training at once, before it changes the
     weights; the best weights so far are restored and `FitResult.nonfinite` says where it was, or,
     with `on_nonfinite`, the error it makes of the loss is raised (every process sees the same loss).
+    A finite loss DIVERGED_GROWTH times its first batch's has diverged: `on_nonfinite`'s error, or a
+    DistilError naming `lr_setting` (the setting to lower).
 
     On several processes (torchrun: distil.common.distributed) every process runs `fit` alike: each
     trains on its rows of every global batch and steps with the gradients of them all, rank 0 alone
@@ -105,7 +114,7 @@ def fit(
             best_dev = distributed.from_main(evaluate)
             best_state = _snapshot(model)
             history.append({"epoch": 0, "dev": best_dev})
-    nonfinite = None
+    nonfinite, first_loss = None, None
     trainable = [p for p in model.parameters() if p.requires_grad]
     with progress_bar() as progress:
         task = progress.add_task(description, total=None, status="")
@@ -134,6 +143,13 @@ def fit(
                     log.warning("%s: training loss is %s at epoch %d, batch %d: stopping, keeping the best "
                                 "weights so far (epoch %d)", description, value, epoch, number, best_epoch)
                     break
+                first_loss = value if first_loss is None else first_loss
+                if value > DIVERGED_GROWTH * max(first_loss, 1.0):
+                    if on_nonfinite is not None:
+                        raise on_nonfinite(value)
+                    raise DistilError(f"{description} diverged at epoch {epoch}, batch {number}: its training loss "
+                                      f"grew to {value:.3g} from {first_loss:.3g} at its first batch; lower "
+                                      f"{lr_setting}")
                 optimiser_step(loss, optimizer, trainable, grad_clip, scheduler, scaler, weight)
                 running, seen, steps = running + value, seen + 1, steps + 1
                 progress.update(task, advance=1, status=f"loss {running / seen:.4f}")
