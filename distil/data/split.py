@@ -92,6 +92,7 @@ def build_task_data(
     encoded = {name: task.encode_labels(ds, label_names, f"dataset '{cfg.name}': {name} split")
                for name, ds in raw.items()}
 
+    check_two_classes(cfg, task, encoded["train"], label_names)
     strata = task.strata()  # by label, or by language where there are no classes
     train = encoded["train"]
     carve_rng = np.random.default_rng(cfg.split.seed)
@@ -178,6 +179,17 @@ def _cap_per_language(ds: datasets.Dataset, cap: int, rng: np.random.Generator) 
         members = np.flatnonzero(languages == lang)
         keep.extend(members if len(members) <= cap else rng.choice(members, size=cap, replace=False))
     return ds.select(sorted(int(i) for i in keep))
+
+
+def check_two_classes(cfg: DatasetConfig, task: DataTask, train: datasets.Dataset, names: list[str]) -> None:
+    """Training data of one class teaches nothing: the majority class is right every time, and a run
+    would report a perfect student that learned nothing."""
+    if not task.has_classes or len(train) == 0:
+        return
+    present = sorted(set(np.asarray(train["label"][:]).tolist()))
+    if len(present) < 2:
+        raise DistilError(f"dataset '{cfg.name}': every training example has the label '{names[present[0]]}': with "
+                          f"one class there is nothing to learn; give training data with at least two classes")
 
 
 def _take_labeled(cfg: DatasetConfig, task: DataTask, ds: datasets.Dataset, names: list[str],
