@@ -6,9 +6,13 @@ import hashlib
 import importlib
 import importlib.metadata
 import json
+import os
 import pickle
+import socket
+from functools import cache
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
 import torch
 from safetensors import SafetensorError
@@ -32,6 +36,10 @@ LOCAL_DIR_FIX = ("give teacher.name_or_path a directory holding config.json (wit
 UNREADABLE = (OSError, ValueError, RuntimeError, KeyError, SafetensorError, pickle.UnpicklingError)
 # Models whose position table keeps its first rows for padding (RoBERTa's offset of 2).
 POSITION_OFFSETS = {"roberta": 2, "xlm-roberta": 2, "camembert": 2, "longformer": 2}
+
+# How long to wait for the model hub to answer before saying it is out of reach: huggingface_hub's own
+# retries (1+2+4+8+8 s per file) would make an unreachable hub a minute of waiting.
+HUB_TIMEOUT_SECONDS = 5.0
 
 # The offline model packages a `pkg:` teacher may name (those of conf/teacher/*.yaml). Importing
 # a module runs its code, so `pkg:` is no way to import just any installed module (pkg:os).
@@ -191,10 +199,35 @@ def load_encoder(cfg: TeacherConfig, hub_offline: bool, seed: int = 0):
         source, local_files_only=local_only)).to(current().device).eval()
 
 
+def hub_problem() -> str | None:
+    """Why the model hub (HF_ENDPOINT, else huggingface.co) cannot be reached from here, or None when it
+    answers: asked once per process, with a short timeout."""
+    return _hub_problem(os.environ.get("HF_ENDPOINT", "https://huggingface.co"))
+
+
+@cache
+def _hub_problem(endpoint: str) -> str | None:
+    url = urlparse(endpoint)
+    port = url.port or (443 if url.scheme == "https" else 80)
+    try:
+        socket.create_connection((url.hostname or "", port), timeout=HUB_TIMEOUT_SECONDS).close()
+    except OSError as error:
+        return f"{endpoint} is not reachable ({error.strerror or error})"
+    return None
+
+
 def _from_source(cfg: TeacherConfig, hub_offline: bool, load):
     source = resolve_source(cfg)
     local_dir = Path(source).is_dir()
     local_only = hub_offline and not local_dir
+    if not local_only and not local_dir and (unreachable := hub_problem()) is not None:
+        try:
+            return load(source, True)  # a copy in the hub's local cache serves without the hub
+        except OSError:
+            raise DistilError(
+                f"teacher '{cfg.name}' ({source}) is not in the local hub cache and the model hub {unreachable}; "
+                f"set teacher.name_or_path=/path/to/a/local/copy (a directory with config.json, weights and "
+                f"tokenizer files), or run where the hub is reachable") from None
     try:
         return load(source, local_only)
     except UNREADABLE as error:
