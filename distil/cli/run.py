@@ -4,6 +4,7 @@ the `distil` command, distil/cli/main.py)."""
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import sys
@@ -19,6 +20,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from distil.common import distributed
 from distil.common.atomic import write_json_atomic
+from distil.common.diskspace import disk_full, disk_full_message
 from distil.common.interrupt import Terminated, exit_on_interrupt
 from distil.config.compose import hydra_problem
 from distil.config.run_dir import CREATED, register_run_dir_resolver, unwritable_outputs
@@ -37,6 +39,10 @@ LAUNCHERS = ("submitit", "ray")
 PEER_STOPPED = ("another process of this run stopped with an error (its line is above; torchrun's report "
                 "names its rank)")
 UNEXPECTED_EXIT = 1  # a bug (bad input exits 2): the traceback is in the run's log
+# Space set aside in the run directory while it runs: on a disk that fills, letting it go makes room for the
+# failed metrics.json (a few hundred bytes; 16 KiB covers a long override list and the disk's blocks).
+RESERVE = ".metrics.json.reserve"
+RESERVE_BYTES = 16 * 1024
 INTERRUPTED = ("distil: interrupted; rerun the same command to continue (finished teachers and cached targets "
                "are reused)")
 
@@ -64,8 +70,7 @@ def _run(cfg: DictConfig) -> float | None:
         """metrics.json says why; a single run exits, a sweep records the cell and goes on. Under
         torchrun rank 0 writes metrics.json, and a rank whose error is its own also tells it."""
         if distributed.is_main():
-            write_json_atomic(run_dir / "metrics.json",
-                              {"status": f"failed: {reason}", "choices": choices, "overrides": overrides})
+            write_failed_metrics(run_dir, {"status": f"failed: {reason}", "choices": choices, "overrides": overrides})
             print(line, file=sys.stderr)
         else:
             distributed.before_reporting()
@@ -74,15 +79,19 @@ def _run(cfg: DictConfig) -> float | None:
             sys.exit(code)  # in a sweep the cell is recorded and the others go on (SweepFailures)
 
     try:
+        if distributed.is_main():
+            reserve_space(run_dir)
         metrics = pipeline.run(cfg, run_dir, choices, overrides)
     except DistilError as error:
         return fail(str(error), f"distil: error: {error}", 2)
     except (KeyboardInterrupt, Terminated):
         if distributed.is_main():
-            write_json_atomic(run_dir / "metrics.json", {"status": INTERRUPTED_STATUS, "choices": choices,
-                                                         "overrides": overrides})
+            write_failed_metrics(run_dir, {"status": INTERRUPTED_STATUS, "choices": choices, "overrides": overrides})
         raise  # stops a sweep too: main prints the one line
     except Exception as error:
+        if disk_full(error):  # not a bug: the disk (or quota) ran out, and the user can fix that
+            reason = disk_full_message(error, run_dir)
+            return fail(reason, f"distil: error: {reason}", 2)
         if distributed.peer_stopped(error):  # another rank's error, told by that rank
             if not distributed.is_main():
                 sys.exit(2)
@@ -91,6 +100,8 @@ def _run(cfg: DictConfig) -> float | None:
         reason = f"unexpected {type(error).__name__}: {error}"
         return fail(reason, f"distil: error: {reason} (traceback in {log_traceback(run_dir)}); please report it",
                     UNEXPECTED_EXIT)
+    finally:
+        release_space(run_dir)
     try:
         if distributed.is_main():
             print_run(metrics)
@@ -98,6 +109,41 @@ def _run(cfg: DictConfig) -> float | None:
     except BrokenPipeError:  # stdout piped to `head`: the run is done and its metrics.json written
         silence_stdout()
     return metrics["student"]["dev"][metrics["metric"]]  # sweepers optimise dev, never test
+
+
+def reserve_space(run_dir: Path) -> None:
+    """Set RESERVE_BYTES aside in the run directory, so that a run failing on a full disk can still say why
+    (write_failed_metrics). A disk too full for it already gets nothing reserved: the run fails soon enough."""
+    path = run_dir / RESERVE
+    try:
+        path.write_bytes(bytes(RESERVE_BYTES))
+    except OSError:
+        release_space(run_dir)
+
+
+def release_space(run_dir: Path) -> None:
+    with contextlib.suppress(OSError):
+        (run_dir / RESERVE).unlink(missing_ok=True)
+
+
+def write_failed_metrics(run_dir: Path, payload: dict) -> None:
+    """metrics.json of a run that did not finish, on any disk that held its run directory: whole if it fits;
+    on a full disk, whole again after the reserved space is let go; else its status alone, written in place
+    of the file there (no second file). A disk with no room even for that leaves the one line on the terminal."""
+    path = run_dir / "metrics.json"
+    for attempt in ("whole", "after the reserve", "status alone"):
+        try:
+            if attempt == "status alone":
+                path.write_text(json.dumps({"status": payload["status"]}))
+            else:
+                write_json_atomic(path, payload)
+            return
+        except OSError as error:
+            if not disk_full(error):
+                raise
+            release_space(run_dir)
+    with contextlib.suppress(OSError):
+        path.unlink(missing_ok=True)  # never a torn metrics.json: absent says as much as "failed"
 
 
 def log_traceback(run_dir: Path) -> Path:
@@ -153,12 +199,34 @@ def main() -> None:
     except OSError as error:  # Hydra's own setup (an explicit hydra.run.dir, its log file): the run catches its own
         if full_error:
             raise
+        if disk_full(error):
+            fail_disk_full(error)
         print(f"distil: error: {unwritable_outputs(error)}", file=sys.stderr)
         sys.exit(2)
     finally:
         logging.raiseExceptions = raise_exceptions
         if not full_error:
             os.environ.pop("HYDRA_FULL_ERROR", None)
+
+
+def fail_disk_full(error: OSError) -> None:
+    """A disk that filled while Hydra set up the run directory (.hydra/, distil.log): the one line, and a
+    failed metrics.json there if it holds one."""
+    message = disk_full_message(error)
+    if (run_dir := hydra_run_dir()) is not None:
+        with contextlib.suppress(OSError):
+            write_failed_metrics(run_dir, {"status": f"failed: {message}"})
+    print(f"distil: error: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
+def hydra_run_dir() -> Path | None:
+    """The run directory Hydra made for this run, if it got that far."""
+    try:
+        run_dir = Path(HydraConfig.get().runtime.output_dir)
+    except Exception:  # noqa: BLE001 - Hydra not set up, or not that far: no run directory
+        return None
+    return run_dir if run_dir.is_dir() else None
 
 
 def _main() -> None:

@@ -4,6 +4,7 @@ No torch here: distil-table and distil-report write with it before importing any
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from pathlib import Path
@@ -12,8 +13,14 @@ from pathlib import Path
 def write_atomic(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    except BaseException:
+        # a full disk or an interrupt mid-write: the old file stays, and no empty or torn .tmp beside it
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+        raise
 
 
 def write_json_atomic(path: Path, payload: dict) -> None:

@@ -14,6 +14,7 @@ the student trains, and is removed when the schedule has finished.
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import logging
@@ -29,10 +30,12 @@ import numpy as np
 import torch
 
 from distil.common import distributed
+from distil.common.diskspace import disk_full, free_bytes
 
 log = logging.getLogger(__name__)
 
 FORMAT_VERSION = 1
+ROOM_MARGIN = 1 << 20  # bytes kept free beyond a checkpoint's own size before writing a second one beside it
 
 
 class Checkpoint:
@@ -55,14 +58,39 @@ class Checkpoint:
         return distributed.broadcast(time.monotonic() - self._last_save >= self.every_seconds)
 
     def save(self, state: dict) -> None:
-        """Whole or absent; written by rank 0 alone under torchrun (every rank holds the same state)."""
+        """Whole or absent; written by rank 0 alone under torchrun (every rank holds the same state).
+
+        The new checkpoint is written beside the old one and renamed over it when the disk has room for
+        both. When it has not, the old one is removed first: the checkpoint then replaces its predecessor
+        instead of doubling the footprint, and a crash before the new one is whole loses the checkpoint (the
+        training it saved is redone), never leaves a torn one. A failed write removes what it wrote."""
         if not distributed.is_main():
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
         partial = self.path.with_name(self.path.name + ".partial")
-        torch.save(plain(state), partial)
-        os.replace(partial, self.path)  # a checkpoint is whole or absent
+        if self._no_room_beside_old():
+            self.path.unlink(missing_ok=True)
+        try:
+            with partial.open("wb") as handle:  # through a Python file: a full disk raises OSError(ENOSPC)
+                torch.save(plain(state), handle)
+            os.replace(partial, self.path)  # a checkpoint is whole or absent
+        except BaseException as error:
+            with contextlib.suppress(OSError):
+                partial.unlink(missing_ok=True)  # a partial file would keep the disk full
+            if isinstance(error, Exception) and disk_full(error):  # torch's RuntimeError names no file
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(self.path)) from error
+            raise
         self._last_save = time.monotonic()
+
+    def _no_room_beside_old(self) -> bool:
+        """Whether the disk lacks room for a second checkpoint the size of the one there, with a margin for
+        growth (a longer history, a best state added)."""
+        try:
+            old = self.path.stat().st_size
+        except FileNotFoundError:
+            return False
+        free = free_bytes(self.path.parent)
+        return free is not None and free < old + old // 4 + ROOM_MARGIN
 
     def __str__(self) -> str:
         return str(self.path)
