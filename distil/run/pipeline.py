@@ -26,6 +26,7 @@ from distil.pretrain.mlm import load_encoder as load_pretrained_encoder
 from distil.pretrain.mlm import pretrained_transformer
 from distil.pretrain.sra import agnostic_student, load_agnostic
 from distil.run.data import task_data
+from distil.run.diskspace import space_warnings
 from distil.run.evaluate import student_logits
 from distil.run.flags import predicted_classes, run_warnings
 from distil.run.plan import RunPlan, plan_run
@@ -119,6 +120,7 @@ def _run(cfg: Config, plan: RunPlan, run_dir: Path, choices: dict, overrides: li
         store.remove_stale_builds()  # what killed runs left and no build will resume
     data, prepared = prepare_data(cfg, task, store)
     log.info("data %s (%s): %s", data.name, task.name, data.summary())
+    short_of_space = space_warnings(cfg.teacher, plan, data, prepared, store, cfg.seed)  # logged now, before the work
     phases.lap("data")
     teacher = ensure_teacher(cfg.teacher, task, data, prepared, store, cfg.seed, cfg.hub_offline)
     model, tokenizer = load_finetuned(teacher.path, task)
@@ -177,6 +179,7 @@ def _run(cfg: Config, plan: RunPlan, run_dir: Path, choices: dict, overrides: li
     metrics["warnings"] = run_warnings(task, data, prepared["dev"], student, dev_classes)
     for warning in metrics["warnings"]:
         log.warning(warning)
+    metrics["warnings"] += short_of_space
     if distributed.is_main():
         write_json_atomic(run_dir / "metrics.json", metrics)
         write_cards(run_dir)  # each student folder's README.md, from the metrics.json just written
