@@ -28,7 +28,7 @@ examples:
   distil cache verify                        # one line per artifact; exit 1 if any is damaged
   distil cache prune --older-than 30d --dry-run
   distil cache prune --max-size 5G           # delete least recently used artifacts until 5 GiB fit
-  distil cache prune --damaged --stale       # damaged artifacts and builds a killed run left in tmp/
+  distil cache prune --damaged --stale       # damaged artifacts, and what failed or killed runs left
   distil cache list --json --cache-dir /data/distil/cache
 """
 
@@ -95,8 +95,9 @@ def build_parser(prog: str) -> Parser:
                        help="delete least recently used artifacts until they total at most SIZE (5G, 500M)")
     prune.add_argument("--damaged", action="store_true", help="artifacts whose files fail verification")
     prune.add_argument("--stale", action="store_true",
-                       help="build directories in tmp/ that no run is working on (a killed build's leftovers, "
-                            "which the next run would otherwise resume)")
+                       help="what failed or killed runs left and no run is working on: build directories in "
+                            "tmp/ and students' checkpoints/ (which the next run of the same command would "
+                            "otherwise resume), and the lock files of keys with nothing left")
     prune.add_argument("--dry-run", action="store_true", help="print what would be deleted, delete nothing")
     return parser
 

@@ -30,7 +30,7 @@ from distil.errors import DistilError
 from distil.store.artifacts import BUILD_DIR, MANIFEST, file_problem, process_alive
 
 PROG = "distil-cache"
-NOT_KINDS = {"tmp", "locks"}  # every other directory under the root holds one kind of artifact
+NOT_KINDS = {"tmp", "locks", "checkpoints"}  # every other directory under the root holds one kind of artifact
 KEY = re.compile(r"^(?P<name>.+)-[0-9a-f]{16}$")
 KIND_ORDER = {"teachers": 0, "targets": 1}  # what is built first is listed first; other kinds follow
 REBUILD_HINT = "the next run that needs it rebuilds it; or: distil cache prune --damaged"
@@ -63,11 +63,12 @@ class Build:
     size: int
     modified: float
     running: bool
-    resumable: bool  # False: an old-style `<key>.<pid>`, or its artifact is complete (store.remove_stale_builds)
+    resumable: bool  # False: an old-style `<key>.<pid>`, empty, or its artifact is complete (store.remove_stale_builds)
+    empty: bool = False
 
     @property
     def label(self) -> str:
-        return f"tmp/{self.path.name}"
+        return f"{self.path.parent.name}/{self.path.name}"  # tmp/<key>, or checkpoints/<hash>
 
 
 def default_cache_dir() -> Path:
@@ -155,9 +156,31 @@ def find_builds(root: Path) -> list[Build]:
         key = match["key"] if match else path.name
         # An old-style `<key>.<pid>` directory has no lock: its process being alive is the sign.
         running = lock_is_held(root, key) or bool(match and match["pid"] and process_alive(int(match["pid"])))
-        resumable = bool(match and not match["pid"]) and not any(root.glob(f"*/{key}/{MANIFEST}"))
-        builds.append(Build(key, path, disk_size(path), newest_mtime(path), running, resumable))
+        empty = is_empty(path)  # a build that failed before saving anything: nothing to resume
+        resumable = bool(match and not match["pid"]) and not empty and not any(root.glob(f"*/{key}/{MANIFEST}"))
+        builds.append(Build(key, path, disk_size(path), newest_mtime(path), running, resumable, empty))
     return builds
+
+
+def find_checkpoints(root: Path) -> list[Build]:
+    """A student's schedule checkpoints, `<root>/checkpoints/<hash>/` (distil/training/checkpoint.py), left by
+    a failed or interrupted run: the next run of the same command resumes from one. Locked as `checkpoint-<hash>`
+    while a run trains that student."""
+    folder = root / "checkpoints"
+    found = []
+    for path in sorted(p for p in folder.iterdir() if p.is_dir()) if folder.is_dir() else []:
+        key = f"checkpoint-{path.name}"
+        empty = is_empty(path)
+        found.append(Build(key, path, disk_size(path), newest_mtime(path), lock_is_held(root, key), not empty, empty))
+    return found
+
+
+def is_empty(path: Path) -> bool:
+    """Whether a directory holds nothing (False if it vanished meanwhile: there is nothing to say about it)."""
+    try:
+        return next(path.iterdir(), None) is None
+    except OSError:
+        return False
 
 
 def newest_mtime(path: Path) -> float:
@@ -189,12 +212,61 @@ def build_lock(root: Path, key: str, create: bool = True) -> Iterator[bool]:
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            ours = True
+            ours = not create or is_linked(fd, path)  # a lock file another prune removed is nobody's lock
         except BlockingIOError:
             ours = False
         yield ours
     finally:
         os.close(fd)  # releases the lock
+
+
+def is_linked(fd: int, path: Path) -> bool:
+    """Whether the open file `fd` is still the one at `path`."""
+    try:
+        return os.path.samestat(os.fstat(fd), os.stat(path))
+    except FileNotFoundError:
+        return False
+
+
+def unused_locks(root: Path, gone: set[Path]) -> list[Path]:
+    """Lock files of keys the cache holds nothing of (no artifact, build or checkpoint, `gone` aside): the
+    store makes one per key it ever built, and without pruning locks/ grows by one file per key."""
+    folder = root / "locks"
+    if not folder.is_dir():
+        return []
+    present = set()
+    for entry in root.iterdir():
+        if entry.is_dir() and entry.name != "locks":
+            prefix = "checkpoint-" if entry.name == "checkpoints" else ""  # a student's checkpoint lock
+            present.update(f"{prefix}{child.name}" for child in entry.iterdir() if child not in gone)
+    return [path for path in sorted(folder.glob("*.lock")) if path.stem not in present]
+
+
+def remove_unused_lock(path: Path) -> bool:
+    """Unlink a lock file while holding its lock, if nobody else holds it. A process that opened it just before
+    finds, once it gets the lock, that the file is gone, and locks the new one (artifacts.still_linked)."""
+    try:
+        fd = os.open(path, os.O_RDWR)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        if not is_linked(fd, path):
+            return False
+        path.unlink()
+        return True
+    except OSError:  # held (BlockingIOError), or removed meanwhile
+        return False
+    finally:
+        os.close(fd)
+
+
+def prune_locks(root: Path, dry_run: bool, gone: set[Path]) -> None:
+    """--stale: the lock files of keys with nothing left once `gone` is deleted, one line for them all."""
+    unused = unused_locks(root, gone)
+    removed = len(unused) if dry_run else sum(remove_unused_lock(path) for path in unused)
+    if removed:
+        print(f"{'would remove' if dry_run else 'removed'} {removed} unused lock file(s) in {root / 'locks'}")
 
 
 def lock_is_held(root: Path, key: str) -> bool:
@@ -270,6 +342,16 @@ def what_it_is(described: dict) -> str:
     if isinstance(examples, dict) and all(isinstance(n, int) for n in examples.values()):
         parts.append(f"{sum(examples.values()):,} examples")
     return ", ".join(parts)
+
+
+def describe_entry(artifact: Artifact) -> str:
+    """What an entry holds, or, for one without a readable manifest, that it holds nothing usable: an
+    empty key directory, or a manifest that cannot be read, is no artifact a run would use."""
+    if artifact.manifest is not None:
+        return what_it_is(facts(artifact))
+    if is_empty(artifact.path):
+        return f"DAMAGED: empty directory, nothing cached ({REBUILD_HINT})"
+    return f"DAMAGED: {artifact.manifest_problem} ({REBUILD_HINT})"
 
 
 def teacher_of(artifact: Artifact) -> str | None:
@@ -348,10 +430,12 @@ def cache_as_json(root: Path, artifacts: list[Artifact], builds: list[Build],
                   problems: dict[str, list[str]], verified: bool) -> dict:
     rows = []
     for a in artifacts:
-        row = {"kind": a.kind, "key": a.key, "path": str(a.path), "what": what_it_is(facts(a)),
+        row = {"kind": a.kind, "key": a.key, "path": str(a.path), "what": describe_entry(a),
                "describe": facts(a), "bytes": a.size, "last_used": iso(a.last_used)}
         if teacher_of(a):
             row["teacher_key"] = teacher_of(a)
+        if a.manifest is None:  # damaged whether or not --verify was asked: nothing here can be used
+            row["status"], row["problems"] = "damaged", problems_in(a)
         if verified:
             row["status"] = "damaged" if problems[a.label] else "ok"
             row["problems"] = problems[a.label]
@@ -367,7 +451,7 @@ def print_cache(root: Path, artifacts: list[Artifact], builds: list[Build],
     headers = ["kind", "key", "what", "size", "last used"] + (["status"] if verified else [])
     rows = []
     for a in artifacts:  # kinds in build order; within a kind, by key
-        row = [a.kind, a.key, what_it_is(facts(a)), human_size(a.size), when(a.last_used, now)]
+        row = [a.kind, a.key, describe_entry(a), human_size(a.size), when(a.last_used, now)]
         if verified:
             row.append("DAMAGED: " + "; ".join(problems[a.label]) if problems[a.label] else "ok")
         rows.append(row)
@@ -383,6 +467,8 @@ def print_cache(root: Path, artifacts: list[Artifact], builds: list[Build],
 def build_state(build: Build) -> str:
     if build.running:
         return "running (lock held)"
+    if build.empty:
+        return "stale: empty, a failed build saved nothing; the next run removes it, or prune --stale"
     if build.resumable:
         return "stale: the next run resumes it, or prune --stale"
     return "stale: nothing resumes it, the next run removes it, or prune --stale"
@@ -463,6 +549,8 @@ def prune_cache(root: Path, args: argparse.Namespace) -> int:
         if done:
             report_dependants(deletion, artifacts, plan)
         outcomes.append((deletion, done))
+    if args.stale:
+        prune_locks(root, args.dry_run, {d.path for d, done in outcomes if done})
     deleted = [d for d, done in outcomes if done]
     freed = human_size(sum(d.size for d in deleted))
     skipped = sum(done is False for _, done in outcomes)
@@ -507,8 +595,12 @@ def plan_builds(root: Path, args: argparse.Namespace, now: float) -> list[Deleti
     by_age = args.older_than is not None and args.kind is None
     if not (args.stale or by_age):
         return []
-    return [Deletion(b.label, b.key, b.path, b.size, f"stale build, last written {ago(now - b.modified)}")
-            for b in find_builds(root)
+    # --stale also takes a failed or interrupted student's checkpoints (what failed runs leave, as builds in
+    # tmp/ are); an age rule alone keeps them (a run that resumes from one may not have come back yet)
+    builds = [(b, "stale build") for b in find_builds(root)]
+    checkpoints = [(c, "stale checkpoint") for c in find_checkpoints(root)] if args.stale else []
+    return [Deletion(b.label, b.key, b.path, b.size, f"{what}, last written {ago(now - b.modified)}")
+            for b, what in builds + checkpoints
             if not b.running and (args.stale or now - b.modified > args.older_than)]
 
 

@@ -21,6 +21,8 @@ every run removes at start (`remove_stale_builds`) what nothing would ever read 
   it. `distil cache prune --stale` deletes such directories on request.
 - `<key>/` whose lock is free while `<kind>/<key>/` is complete and intact: removed, no build
   of `<key>` runs again, so nothing resumes it.
+- `<key>/` whose lock is free and that is empty (a build that failed before saving anything, e.g. on a
+  full disk): removed, there is nothing to resume.
 - `<key>.<pid>/`, as versions before the lock named builds: removed once process <pid> is
   gone; this version never reads them.
 A directory whose lock another run holds is never touched, nor is anything in tmp/ that is
@@ -122,6 +124,10 @@ class ArtifactStore:
             if handle is None:
                 return
             fcntl.flock(handle, fcntl.LOCK_SH)
+            if handle.writable() and not still_linked(handle, path):  # pruned while we waited: lock the new one
+                handle.close()
+                self._hold_shared(key)
+                return
             _READ_LOCKS[path] = handle
 
     def _release_shared(self, key: str) -> None:
@@ -232,6 +238,11 @@ class ArtifactStore:
             if distributed.is_main():
                 shutil.rmtree(tmp, ignore_errors=True)  # bad input: nothing worth resuming
             raise
+        except BaseException:
+            if distributed.is_main():
+                with contextlib.suppress(OSError):
+                    tmp.rmdir()  # only if empty: a build that failed before saving anything leaves nothing to resume
+            raise
 
     def _build(self, kind: str, key: str, spec: dict[str, Any], build: Callable[[Path], dict[str, Any]],
                describe: dict[str, Any] | None, final: Path) -> dict[str, Any]:
@@ -283,13 +294,18 @@ class ArtifactStore:
                     while_waiting()
                 log.info("waiting for %s to build %s", who, key)
                 fcntl.flock(handle, fcntl.LOCK_EX)
-            handle.truncate(0)  # "a+" appends: the file holds our pid alone
-            handle.write(str(os.getpid()))
-            handle.flush()
-            try:
+            relock = not still_linked(handle, self._lock_path(key))
+            if not relock:
+                handle.truncate(0)  # "a+" appends: the file holds our pid alone
+                handle.write(str(os.getpid()))
+                handle.flush()
+                try:
+                    yield
+                finally:
+                    fcntl.flock(handle, fcntl.LOCK_UN)
+        if relock:  # `distil cache prune --stale` removed the lock file we waited on: lock the one there now
+            with self.lock(key):
                 yield
-            finally:
-                fcntl.flock(handle, fcntl.LOCK_UN)
 
     def remove_stale_builds(self) -> None:
         """Delete the build directories in tmp/ that no build will ever read (see the module
@@ -305,6 +321,9 @@ class ArtifactStore:
                     self._remove_build(path, f"its run (process {pid}) is gone and this version cannot resume it")
                 continue
             with self.try_lock(match["key"]) as ours:  # held: a run is building (or reading) it
+                if ours and not any(path.iterdir()):
+                    self._remove_build(path, "it is empty (its build failed before saving anything)")
+                    continue
                 complete = self._complete_artifact(match["key"]) if ours else None
                 if complete is not None:
                     self._remove_build(path, f"{complete} is complete")
@@ -337,10 +356,15 @@ class ArtifactStore:
             except BlockingIOError:
                 yield False
                 return
-            try:
-                yield True
-            finally:
-                fcntl.flock(handle, fcntl.LOCK_UN)
+            relock = not still_linked(handle, self._lock_path(key))
+            if not relock:
+                try:
+                    yield True
+                finally:
+                    fcntl.flock(handle, fcntl.LOCK_UN)
+        if relock:  # its lock file was pruned between our open and our lock: try the one there now
+            with self.try_lock(key) as ours:
+                yield ours
 
     def _reuse(self, final: Path) -> Artifact | None:
         """The artifact, read-locked; None if `distil cache prune` deleted it while we waited for the lock."""
@@ -400,6 +424,16 @@ def manifest_files(path: Path) -> dict | None:
     except (OSError, ValueError, AttributeError):
         return None
     return files if isinstance(files, dict) else None
+
+
+def still_linked(handle, path: Path) -> bool:
+    """Whether the open lock file `handle` is still the one at `path`. `distil cache prune --stale` unlinks a
+    lock file nobody holds, holding its lock: a process that opened it just before, and waited, then holds a
+    lock no other process can see, so it takes the lock of the file now at `path` instead."""
+    try:
+        return os.path.samestat(os.fstat(handle.fileno()), os.stat(path))
+    except FileNotFoundError:
+        return False
 
 
 def lock_holder(handle) -> int | None:
