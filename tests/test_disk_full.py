@@ -8,7 +8,6 @@ import errno
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -54,17 +53,14 @@ def small_disk(tmp_path):
         subprocess.run(["umount", str(mount)], capture_output=True)
 
 
-@pytest.mark.slow  # a whole smoke run in a fresh process (~10 s): the real disk, not a simulated error
-def test_a_run_that_fills_its_disk_is_one_line_and_a_failed_metrics_json(small_disk, tmp_path):
-    distil = Path(sys.executable).with_name("distil")
-    env = {**os.environ, "DISTIL_OUTPUTS": str(small_disk)}
-    result = subprocess.run([distil, "debug=smoke"], cwd=tmp_path, env=env, capture_output=True, text=True,
-                            timeout=300)
+def test_a_run_that_fills_its_disk_is_one_line_and_a_failed_metrics_json(small_disk, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("DISTIL_OUTPUTS", str(small_disk))
+    code, _, err = distil_in_process(["debug=smoke"], tmp_path, monkeypatch, capsys)
     (lock,) = (small_disk / "cache" / "locks").glob("tiny-*.lock")
     checkpoint = small_disk / "cache" / "tmp" / lock.stem / "finetune-checkpoint.pt"
-    assert result.returncode == 2, result.stderr
-    assert "Traceback" not in result.stderr
-    assert result.stderr.strip().splitlines()[-1] == f"distil: error: the disk is full writing {checkpoint}{FIX}"
+    assert code == 2, err
+    assert "Traceback" not in err
+    assert err.strip().splitlines()[-1] == f"distil: error: the disk is full writing {checkpoint}{FIX}"
     (metrics,) = (small_disk / "runs").rglob("metrics.json")
     assert json.loads(metrics.read_text())["status"] == f"failed: the disk is full writing {checkpoint}{FIX}"
     assert leftovers(small_disk) == []
