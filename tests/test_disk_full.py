@@ -285,6 +285,7 @@ def test_a_run_short_of_space_is_warned_before_the_work(smoke_cfg, monkeypatch, 
     from distil.run.pipeline import prepare_data
     from distil.run.plan import plan_run
     from distil.store.artifacts import ArtifactStore
+    from distil.teacher.finetune import teacher_spec
 
     cfg = smoke_cfg()
     plan = plan_run(cfg)
@@ -300,6 +301,12 @@ def test_a_run_short_of_space_is_warned_before_the_work(smoke_cfg, monkeypatch, 
     assert caplog.messages.count(warnings[0]) == 1
     monkeypatch.setattr(diskspace, "free_bytes", lambda path: need)
     assert diskspace.space_warnings(cfg.teacher, plan, data, prepared, store, cfg.seed) == []
+    # a teacher already in the cache is not fine-tuned again: only its targets and the slack remain
+    teacher = store.root / "teachers" / store.key(cfg.teacher.name, teacher_spec(cfg.teacher, data, cfg.seed))
+    teacher.mkdir(parents=True)
+    (teacher / "manifest.json").write_text("{}")
+    targets = diskspace.target_bytes(cfg.teacher, plan, data, prepared)
+    assert diskspace.bytes_needed(cfg.teacher, plan, data, prepared, store, cfg.seed) == targets + diskspace.SLACK
 
 
 def test_a_subcommand_that_fills_the_disk_is_one_line(tmp_path, monkeypatch, capsys):

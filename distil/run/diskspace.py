@@ -19,7 +19,7 @@ from distil.config.schema import TeacherConfig
 from distil.data.prepared import PreparedSplit
 from distil.data.split import TaskData
 from distil.run.plan import RunPlan
-from distil.store.artifacts import ArtifactStore
+from distil.store.artifacts import MANIFEST, ArtifactStore
 from distil.teacher.finetune import teacher_spec
 from distil.teacher.load import TINY_VOCAB, resolve_source
 
@@ -51,7 +51,8 @@ def bytes_needed(teacher: TeacherConfig, plan: RunPlan, data: TaskData, prepared
     """The peak the run adds to the disk: the fine-tuning checkpoint while the teacher trains, or later the
     teacher, its targets and the student together. None when the teacher's size cannot be read offline."""
     teacher_bytes = 0
-    if store.find("teachers", teacher.name, teacher_spec(teacher, data, seed)) is None:
+    key = store.key(teacher.name, teacher_spec(teacher, data, seed))
+    if not (store.root / "teachers" / key / MANIFEST).is_file():  # not store.find: no checksums of the teacher twice
         params = teacher_params(teacher)
         if params is None:
             return None
