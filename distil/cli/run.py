@@ -184,6 +184,7 @@ def main() -> None:
     full_error = "HYDRA_FULL_ERROR" in os.environ  # the user asked for Hydra's own report
     os.environ["HYDRA_FULL_ERROR"] = "1"  # Hydra re-raises its errors, and they are written as one line here
     raise_exceptions, logging.raiseExceptions = logging.raiseExceptions, False  # a log line to a closed pipe is dropped
+    CREATED.clear()  # this invocation's directories only
     try:
         with exit_on_interrupt(INTERRUPTED):
             _main()
