@@ -165,6 +165,12 @@ class Task:
         """A trivial predictor's scores on `test`, for the report (None: no meaningful one)."""
         return None
 
+    def floors(self, labeled: PreparedSplit, dev: PreparedSplit, splits: dict[str, PreparedSplit],
+               names: list[str]) -> dict:
+        """Trivial predictors a useful model must beat, each with its scores per split of `splits`:
+        {floor name: {split: {metric: value or None (undefined)}, ...facts about the floor}}."""
+        return {}
+
     def diagnostics(self, logit_chunks) -> dict:
         """Facts about the teacher's predictions on a split, from its logits chunk by chunk
         (no gold labels needed, so the transfer set has them too)."""

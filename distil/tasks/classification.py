@@ -55,20 +55,33 @@ class ClassificationTask(Task):
         return result
 
     def scores_of(self, predicted: np.ndarray, gold: np.ndarray, names: list[str]) -> dict[str, float]:
-        """Every reported metric, from one confusion matrix."""
+        """Every reported metric, from one confusion matrix, and accuracy always: the majority-class floor
+        is compared on it whatever metric selects (on MCC or F1 the majority class scores 0, a floor
+        that any model passes while it sits below the majority's accuracy)."""
         counts = confusion(predicted, gold, len(names))
         positive = names.index(self.positive_label) if self.positive_label is not None else None
-        return {name: CLASS_METRICS[name](counts, positive) for name in self.metrics}
+        return {name: CLASS_METRICS[name](counts, positive) for name in dict.fromkeys([*self.metrics, "accuracy"])}
 
     def baseline(self, dev: PreparedSplit, test: PreparedSplit, names: list[str]) -> dict:
         """Test scores of always predicting the most frequent dev label.
 
         Dev, not the labeled split: labeled sets are often drawn N per class, where every
         class ties and the "majority" would be arbitrary."""
-        majority = np.bincount(dev.labels.numpy()).argmax()
-        always = torch.zeros(len(test), len(names))
-        always[:, majority] = 1.0
-        return self.score(always, test, names)
+        majority = int(np.bincount(dev.labels.numpy()).argmax())
+        return self.score(one_hot_rows(len(test), majority, len(names)), test, names)
+
+    def floors(self, labeled: PreparedSplit, dev: PreparedSplit, splits: dict[str, PreparedSplit],
+               names: list[str]) -> dict:
+        """The majority class (dev's most frequent label, as `baseline`): its accuracy and every reported
+        metric on each split."""
+        if not len(dev.labels):
+            return {}
+        majority = int(np.bincount(dev.labels.numpy(), minlength=len(names)).argmax())
+
+        def always(split: PreparedSplit) -> dict:
+            return self.score(one_hot_rows(len(split.labels), majority, len(names)), split, names)
+
+        return {"majority_class": {"label": names[majority], **{name: always(split) for name, split in splits.items()}}}
 
     def diagnostics(self, logit_chunks) -> dict:
         """Mukherjee & Awadallah Table 9: the variance of the teacher's class probabilities
@@ -90,6 +103,13 @@ class ClassificationTask(Task):
     def decode(self, logits: torch.Tensor, context, names: list[str]) -> str:
         """The label and its probability, tab-separated."""
         return f"{self.prediction(logits, context, names)}\t{self.probabilities(logits, context).max():.3f}"
+
+
+def one_hot_rows(rows: int, label: int, classes: int) -> torch.Tensor:
+    """Logits that predict `label` for every one of `rows` examples."""
+    logits = torch.zeros(rows, classes)
+    logits[:, label] = 1.0
+    return logits
 
 
 def confusion(predicted: np.ndarray, gold: np.ndarray, classes: int) -> np.ndarray:

@@ -19,6 +19,12 @@ from distil.tasks.text import encode_user_text, encode_user_texts, prepare_texts
 from distil.training.losses import squared_error
 
 NO_SCORE = math.nan  # a transfer-set example has no gold score
+UNDEFINED = math.nan  # the correlation of a constant prediction (or constant gold scores)
+
+
+def constant(values: pd.Series) -> bool:
+    """Every value the same (or none): Pearson and Spearman divide by its zero spread."""
+    return values.nunique(dropna=True) <= 1
 
 
 class RegressionTask(Task):
@@ -34,12 +40,16 @@ class RegressionTask(Task):
         self.inputs = "pair" if pair else "text"
 
     def cast_source_labels(self, ds: datasets.Dataset, where: str, column: str) -> datasets.Dataset:
-        for value in ds[self.label_column][:]:
+        for row, value in enumerate(ds[self.label_column][:], start=1):
             try:
-                float(value)
+                number = float(value)
             except (TypeError, ValueError):
                 raise DistilError(f"{where} has {value!r} in label column '{column}'; a regression task needs "
                                   f"a number in every row") from None
+            if not math.isfinite(number):  # nan/inf parse as floats, then poison every mean, loss and score
+                raise DistilError(f"{where} row {row} (counting examples, not the header) has score {value} in "
+                                  f"label column '{column}'; a regression task needs a finite number in every "
+                                  f"row: fix or drop that row")
         return ds.cast_column(self.label_column, datasets.Value("float64"))
 
     def label_names(self, train, configured) -> list[str]:
@@ -85,7 +95,21 @@ class RegressionTask(Task):
     def score(self, logits, split: PreparedSplit, names: list[str]) -> dict:
         predicted = pd.Series(logits[:, 0].double().numpy())
         gold = pd.Series(split.labels.double().numpy())
+        if constant(predicted) or constant(gold):  # no correlation is defined: NaN, without scipy's warning
+            return dict.fromkeys(self.metrics, UNDEFINED)
         return {name: float(predicted.corr(gold, method=name)) for name in self.metrics}  # pandas' names
+
+    def floors(self, labeled: PreparedSplit, dev: PreparedSplit, splits: dict[str, PreparedSplit],
+               names: list[str]) -> dict:
+        """The mean predictor (the labeled set's mean score for every example). Its Pearson and Spearman
+        are undefined (a constant has no correlation), recorded as None: any model scoring above 0
+        correlates with the gold scores, which the mean predictor never does."""
+        gold = labeled.labels.double()
+        mean = float(gold[~torch.isnan(gold)].mean()) if len(gold) else UNDEFINED
+        undefined = dict.fromkeys(self.metrics)
+        return {"mean_predictor": {"prediction": mean, "beat_above": 0.0,
+                                   "note": "a constant prediction has no correlation: its scores are undefined",
+                                   **{name: dict(undefined) for name in splits}}}
 
     gives_probabilities = False
 

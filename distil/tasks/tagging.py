@@ -110,15 +110,20 @@ class TaggingTask(Task):
         return starts[starts >= 0].astype(np.int64)
 
     def score(self, logits, split: PreparedSplit, names: list[str]) -> dict:
-        gold_by_language, predicted_by_language = defaultdict(list), defaultdict(list)
-        for row, (tags, language) in enumerate(zip(split.examples["tags"][:], split.languages, strict=True)):
+        predicted = []
+        for row in range(len(split)):
             best = logits[row].argmax(dim=-1).tolist()
-            predicted = []
-            for position in split.word_starts[row]:
-                label = best[position] if position >= 0 else None  # truncated words count as 'O'
-                predicted.append(names[label] if label is not None and label < len(names) else "O")
+            # a truncated word (position -1) and an 'X' at a first wordpiece count as 'O'
+            predicted.append(valid_iob([names[best[p]] if p >= 0 and best[p] < len(names) else "O"
+                                        for p in split.word_starts[row]]))
+        return self.span_scores(predicted, split, names)
+
+    def span_scores(self, predicted: list[list[str]], split: PreparedSplit, names: list[str]) -> dict:
+        """seqeval span F1 of predicted word tags, per language, with the mean and spread over languages."""
+        gold_by_language, predicted_by_language = defaultdict(list), defaultdict(list)
+        for tags, words, language in zip(split.examples["tags"][:], predicted, split.languages, strict=True):
             gold_by_language[language].append([names[t] for t in tags])
-            predicted_by_language[language].append(predicted)
+            predicted_by_language[language].append(words)
         from seqeval.metrics import f1_score  # here: it imports scikit-learn, ~1 s a process that tags nothing
         # str(): the split's languages are numpy strings, which a weights-only checkpoint load refuses
         per_language = {str(lang): float(f1_score(gold_by_language[lang], predicted_by_language[lang]))
@@ -129,12 +134,28 @@ class TaggingTask(Task):
             result["per_language"] = per_language
         return result
 
+    def floors(self, labeled: PreparedSplit, dev: PreparedSplit, splits: dict[str, PreparedSplit],
+               names: list[str]) -> dict:
+        """All `O` (no entity at all), and a word-lookup tagger: each word's most frequent tag in the
+        labeled set, `O` for a word it never saw. A teacher below the lookup has learned less than a
+        dictionary of its own training sentences."""
+        lookup = word_lookup(labeled.examples["tokens"][:], labeled.examples["tags"][:], names)
+
+        def tagged(split: PreparedSplit, tag) -> list[list[str]]:
+            return [valid_iob([tag(word) for word in words]) for words in split.examples["tokens"][:]]
+
+        return {"all_O": {name: self.span_scores(tagged(split, lambda _: "O"), split, names)
+                          for name, split in splits.items()},
+                "word_lookup": {"words": len(lookup),
+                                **{name: self.span_scores(tagged(split, lambda w: lookup.get(w, "O")), split, names)
+                                   for name, split in splits.items()}}}
+
     def prediction(self, logits: torch.Tensor, context, names: list[str]) -> list[str]:
         """A tag per word of the text (text.split()), read at its first wordpiece; a word cut off by
         max_length is 'O', as `score` counts it, and so is a wordpiece's 'X'."""
         best = logits.argmax(-1).tolist()
         tags = [names[best[position]] if position is not None else "O" for position in word_positions(context)]
-        return ["O" if tag == X_TAG else tag for tag in tags]
+        return valid_iob(["O" if tag == X_TAG else tag for tag in tags])
 
     def probabilities(self, logits: torch.Tensor, context) -> np.ndarray:
         """[words, outputs]: each word's softmax at its first wordpiece."""
@@ -154,6 +175,31 @@ class TaggingTask(Task):
         words, _ = context
         return " ".join(f"{word}/{tag}" for word, tag in zip(words, self.prediction(logits, context, names),
                                                                   strict=True))
+
+
+def valid_iob(tags: list[str]) -> list[str]:
+    """The tags made valid IOB2: an `I-T` that continues no `T` span (after `O`, at the start, after
+    another type) becomes `B-T`. Repaired rather than counted: seqeval's default (conlleval) mode
+    already reads such an `I-T` as the start of a span, so no score changes, and what `distil predict`
+    prints is then valid IOB2 that strict readers (seqeval's IOB2 mode, spaCy) accept."""
+    valid, previous = [], "O"
+    for tag in tags:
+        if tag.startswith("I-") and previous[2:] != tag[2:]:
+            tag = "B-" + tag[2:]
+        valid.append(tag)
+        previous = tag
+    return valid
+
+
+def word_lookup(sentences, tag_ids, names: list[str]) -> dict[str, str]:
+    """Each word's most frequent gold tag in these labeled sentences (ties: the tag seen first); an
+    `I-T` looked up after no `T` becomes `B-T` in valid_iob, as a model's would."""
+    counts: dict[str, Counter] = defaultdict(Counter)
+    for words, tags in zip(sentences, tag_ids, strict=True):
+        for word, tag in zip(words, tags, strict=True):
+            if tag >= 0:
+                counts[word][names[tag]] += 1
+    return {word: tags.most_common(1)[0][0] for word, tags in counts.items()}
 
 
 def word_positions(context) -> list[int | None]:
