@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 import importlib
+import os
 import sys
+from pathlib import Path
 
 # subcommand -> (module in distil/cli, its function, one line for `distil --help`)
 SUBCOMMANDS = {
@@ -25,8 +27,24 @@ def overview() -> str:
     lines = ["usage: distil [run] [key=value ...]      one run, or a sweep with -m (the Hydra app, below)",
              "       distil SUB [args ...]             SUB is one of:", ""]
     lines += [f"  {name:<10}{what}" for name, (_, _, what) in SUBCOMMANDS.items()]
-    lines += ["", "distil SUB --help explains each, with examples.", "", ""]
+    lines += ["", "distil SUB --help explains each, with examples.", "", *own_options(), ""]
     return "\n".join(lines)
+
+
+def own_options() -> list[str]:
+    """The user's own options (DISTIL_CONFIG_DIR's group/option.yaml files), which Hydra's group list
+    below leaves out: it lists only the search path it started with, not one an override adds."""
+    dirs = [Path(d) for d in os.environ.get("DISTIL_CONFIG_DIR", "").split(os.pathsep) if d]
+    groups: dict[str, set[str]] = {}
+    for directory in dirs:
+        for file in directory.rglob("*.yaml") if directory.is_dir() else []:
+            if file.parent != directory:  # a group's option; a YAML at the top is no option
+                groups.setdefault(file.parent.relative_to(directory).as_posix(), set()).add(file.stem)
+    if not groups:
+        return []
+    lines = [f"Your own options (DISTIL_CONFIG_DIR={os.environ['DISTIL_CONFIG_DIR']}), beside the groups below:"]
+    lines += [f"  {group}: {', '.join(sorted(options))}" for group, options in sorted(groups.items())]
+    return [*lines, ""]
 
 
 def run_subcommand(command, args: list[str], prog: str) -> int:
