@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from rich import box
 from rich.console import Console
 from rich.table import Table
@@ -9,7 +11,10 @@ from rich.text import Text
 
 
 def _pct(value: float | None) -> str:
-    return "-" if value is None else f"{100 * value:.2f}"
+    """A score in percent; NaN (the correlation of a constant prediction) is shown as what it is."""
+    if value is None:
+        return "-"
+    return "undefined" if math.isnan(value) else f"{100 * value:.2f}"
 
 
 def _params(n: int | None) -> str:
@@ -36,6 +41,9 @@ def _compression(teacher: dict, student: dict) -> str:
     return f"{text} ({', '.join(ratios)})" if ratios else text
 
 
+FLOOR_ROWS = {"mean_predictor": "mean predictor", "all_O": "all O", "word_lookup": "word lookup"}
+
+
 def run_table(metrics: dict) -> Table:
     """Teacher, student and majority class on dev, test and any extra test split (MNLI's
     mismatched), one column per reported metric (e.g. MRPC's accuracy and F1)."""
@@ -51,16 +59,23 @@ def run_table(metrics: dict) -> Table:
     def scores(of: dict) -> list[str]:
         return [_pct(of[split].get(name)) if split in of else "-" for split, name in columns]
 
+    def floor_scores(floor: dict) -> list[str]:  # None: a score the floor has no value for (undefined)
+        return [("undefined" if floor[split].get(name) is None else _pct(floor[split][name]))
+                if isinstance(floor.get(split), dict) else "-" for split, name in columns]
+
     table.add_row(f"teacher {choices['teacher']}", _params(teacher["params"]), *scores(teacher),
                   f"{speed.get('teacher_ex_per_s', 0):.0f}" if speed else "-")
     table.add_row(f"student {choices['student']}", _params(student["params"]), *scores(student),
                   f"{speed.get('student_ex_per_s', 0):.0f}" if speed else "-")
     if "majority_baseline" in metrics:
         table.add_row("majority class", "-", *scores(metrics["majority_baseline"]), "-")
+    for name, floor in metrics.get("floors", {}).items():  # the majority class has its row above
+        if name != "majority_class":
+            table.add_row(FLOOR_ROWS.get(name, name), "-", *floor_scores(floor), "-")
     caption = f"student is {_compression(teacher, student)}"
     if speed:
         caption += f" and {speed['speedup']:.1f}x faster at inference"
-    if teacher["test"][metric]:
+    if math.isfinite(teacher["test"][metric]) and teacher["test"][metric]:
         caption += (f"; it keeps {100 * student['test'][metric] / teacher['test'][metric]:.1f}% "
                     f"of the teacher's test {metric}")
     table.caption = caption

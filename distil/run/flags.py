@@ -68,3 +68,84 @@ def stage_warnings(records: list[dict]) -> list[str]:
     if records and all(r["best_epoch"] == 0 for r in records):
         found.append(UNTRAINED)
     return found
+
+
+# --- floors: trivial predictors a useful model must beat (Task.floors) ----------------------------
+
+FLOOR_NAMES = {"majority_class": "the majority class", "mean_predictor": "the mean predictor",
+               "all_O": "all-O tagging", "word_lookup": "a word-lookup tagger"}
+UNDERFIT_BELOW = 0.8  # a fine-tuned teacher scores near 1 on its own labeled set; below this it is underfit
+HALF = 0.5  # a student below half its teacher's test score has learned little of what the teacher knows
+
+
+def usefulness_warnings(metric: str, floors: dict, teacher: dict, student: dict, student_hint: str) -> list[str]:
+    """A teacher or a student below a floor (on dev or a reported split), and a student below half its
+    teacher's test score, each with the setting to try. `teacher` and `student` are metrics.json's
+    records; `student_hint` names what to change when the student falls short."""
+    found = []
+    for name, floor in floors.items():
+        if below := floor_misses(metric, floor, teacher):
+            found.append(f"teacher below {FLOOR_NAMES.get(name, name)} ({below}); {teacher_hint(metric, teacher)}")
+    for name, floor in floors.items():
+        # the student at or under the majority class on dev's selecting metric is student_warnings' own flag
+        skip = {("dev", metric)} if name == "majority_class" else set()
+        if below := floor_misses(metric, floor, student, skip):
+            found.append(f"student below {FLOOR_NAMES.get(name, name)} ({below}); {student_hint}")
+    if kept := kept_share(metric, teacher, student):
+        found.append(f"student keeps only {kept} of the teacher's test {metric}; {student_hint}")
+    return found
+
+
+def floor_misses(metric: str, floor: dict, model: dict, skip: set = frozenset()) -> str:
+    """Where the model scores under the floor: "test accuracy 64.10 vs 69.10, ..." ('' if nowhere).
+    A floor whose score is undefined (the mean predictor's correlation) is beaten by any score above
+    its `beat_above`; a model whose own score is undefined (NaN: a constant prediction) beats nothing."""
+    misses = []
+    for split, scores in floor.items():
+        if not isinstance(scores, dict) or not isinstance(model.get(split), dict):
+            continue
+        for name in dict.fromkeys([metric, "accuracy"]):
+            if name not in scores or name not in model[split] or (split, name) in skip:
+                continue
+            value, bar = model[split][name], scores[name]
+            if bar is None:  # undefined floor: the model must score above beat_above
+                if not value > floor.get("beat_above", 0.0):
+                    misses.append(f"{split} {name} {_pct(value)}, not above {_pct(floor.get('beat_above', 0.0))}")
+            elif not value >= bar:
+                misses.append(f"{split} {name} {_pct(value)} vs {_pct(bar)}")
+    return ", ".join(misses)
+
+
+def teacher_hint(metric: str, teacher: dict) -> str:
+    """Underfit (low on the very examples it was fine-tuned on) or not generalising; decided from the
+    teacher's score on its labeled set, which every run computes anyway (metrics.json teacher.labeled)."""
+    fitted = teacher.get("labeled", {}).get(metric)
+    if fitted is None:
+        return "try another teacher or more labeled data"
+    if not fitted >= UNDERFIT_BELOW:
+        return (f"it scores only {_pct(fitted)} on its own labeled set, so it is underfit: train it longer "
+                f"(teacher.finetune.epochs, teacher.finetune.min_steps) or choose another teacher (teacher=...)")
+    return (f"it fits its own labeled set ({_pct(fitted)}) but not held-out data: give it more labeled "
+            f"examples (dataset.split.labeled_count) or choose another teacher (teacher=...)")
+
+
+def kept_share(metric: str, teacher: dict, student: dict) -> str:
+    """"14.0% (11.40 vs 81.10)" when the student keeps less than half the teacher's test score, else ''."""
+    of_teacher, of_student = teacher.get("test", {}).get(metric), student.get("test", {}).get(metric)
+    if of_teacher is None or of_student is None or not of_teacher > 0:  # no share of a score at or under 0
+        return ""
+    if of_student >= HALF * of_teacher:
+        return ""
+    return f"{100 * of_student / of_teacher:.1f}% ({_pct(of_student)} vs {_pct(of_teacher)})"
+
+
+def student_hint(task: Task, reads_pairs_apart: bool, student_kind: str) -> str:
+    """The settings to try when the student falls short of its teacher or a floor."""
+    if task.inputs == "pair" and not reads_pairs_apart:
+        return (f"the student '{student_kind}' reads the two texts joined: try student=siamese, which reads "
+                f"them apart, or a larger transfer set (transfer_size=...)")
+    return "try a larger transfer set (transfer_size=...), more epochs (trainer.epochs=...) or another student"
+
+
+def _pct(value: float | None) -> str:
+    return "undefined" if value is None or value != value else f"{100 * value:.2f}"

@@ -28,7 +28,7 @@ from distil.pretrain.sra import agnostic_student, load_agnostic
 from distil.run.data import task_data
 from distil.run.diskspace import space_warnings
 from distil.run.evaluate import student_logits
-from distil.run.flags import predicted_classes, run_warnings
+from distil.run.flags import predicted_classes, run_warnings, student_hint, usefulness_warnings
 from distil.run.plan import RunPlan, plan_run
 from distil.run.schedule import StudentSplit, run_schedule
 from distil.run.tracked import log_outcome, run_tracker
@@ -175,8 +175,16 @@ def _run(cfg: Config, plan: RunPlan, run_dir: Path, choices: dict, overrides: li
                  for name in reported_splits(data)}
     if baselines["test"] is not None:
         metrics["majority_baseline"] = baselines
+    # trivial predictors every model must beat, scored on dev and every reported split
+    metrics["floors"] = task.floors(prepared["labeled"], prepared["dev"],
+                                    {name: prepared[name] for name in ("dev", *reported_splits(data))},
+                                    data.label_names)
     # status stays "ok", but a student that learned nothing must be impossible to miss
-    metrics["warnings"] = run_warnings(task, data, prepared["dev"], student, dev_classes)
+    metrics["warnings"] = [
+        *run_warnings(task, data, prepared["dev"], student, dev_classes),
+        *usefulness_warnings(task.metric, metrics["floors"], metrics["teacher"], student,
+                             student_hint(task, plan.reads_pairs_apart, cfg.student.kind)),
+    ]
     for warning in metrics["warnings"]:
         log.warning(warning)
     metrics["warnings"] += short_of_space
