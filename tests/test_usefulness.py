@@ -35,7 +35,8 @@ def sts_copy(root: Path, score: str, every_row: bool = False) -> Path:
     return root
 
 
-@pytest.mark.parametrize("score,shown", [("nan", "nan"), ("inf", "inf"), ("-inf", "-inf"), ("NaN", "NaN")])
+@pytest.mark.parametrize("score,shown", [("nan", "nan"), ("inf", "inf"), ("-inf", "-inf"), ("NaN", "NaN")],
+                         ids=["nan", "inf", "minus-inf", "NaN"])
 def test_distil_data_refuses_a_non_finite_score_naming_the_file_and_row(tmp_path, capsys, score, shown):
     from distil.cli.data import main
 
