@@ -15,6 +15,7 @@ from rich.console import Console
 
 from distil.run.display import run_table
 from distil.run.flags import student_hint, usefulness_warnings
+from distil.tables.report import collect
 from distil.tasks import get_task, make_task
 from distil.tasks.tagging import valid_iob, word_lookup
 from tests.test_cli import distil_in_process
@@ -158,6 +159,8 @@ def test_a_tagging_run_stores_its_floors_and_flags_an_underfit_teacher(tmp_path,
     teacher_flag = next(w for w in metrics["warnings"] if w.startswith("teacher below a word-lookup tagger"))
     assert "on its own labeled set, so it is underfit: train it longer" in teacher_flag
     assert "warning: teacher below a word-lookup tagger" in " ".join(out.split())
+    report = collect(tmp_path / "outputs" / "runs")  # distil report's table: a column of warnings
+    assert "teacher below a word-lookup tagger" in report["warnings"].iloc[0]
 
 
 # --- the user's own options in distil --help --------------------------------------------------------
