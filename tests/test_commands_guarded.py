@@ -57,6 +57,14 @@ def test_pretrain_checks_every_range_before_any_work(override, message, tmp_path
     assert cache_files(tmp_path / "outputs") == []
 
 
+def test_a_table_cell_out_of_range_fails_when_composed_before_any_cell_runs():
+    from distil.config.compose import ComposeProblem, compose_overrides
+
+    with pytest.raises(ComposeProblem) as problem:
+        compose_overrides(["debug=smoke", "trainer.lr=0"], None)
+    assert str(problem.value) == "trainer.lr=0.0 is out of range (allowed: > 0); set trainer.lr to a value > 0"
+
+
 # --- distil data: Hydra's errors in one line, as distil prints them ------------------------------
 
 def test_data_reports_a_value_hydra_cannot_merge_in_one_line(tmp_path, monkeypatch, capsys):
