@@ -53,7 +53,22 @@ def small_disk(tmp_path):
     try:
         yield mount
     finally:
-        subprocess.run(["umount", str(mount)], capture_output=True)
+        release_files_under(mount)
+        if subprocess.run(["umount", str(mount)], capture_output=True).returncode != 0:
+            subprocess.run(["umount", "-l", str(mount)], capture_output=True)  # detached now, freed when closed
+
+
+def release_files_under(mount: Path) -> None:
+    """What an in-process run keeps open on its disk: the cache's read locks and Hydra's log file."""
+    import logging
+
+    from distil.store.artifacts import release_read_locks
+
+    release_read_locks()
+    for handler in list(logging.getLogger().handlers):
+        if isinstance(handler, logging.FileHandler) and Path(handler.baseFilename).is_relative_to(mount):
+            handler.close()
+            logging.getLogger().removeHandler(handler)
 
 
 def test_a_run_that_fills_its_disk_is_one_line_and_a_failed_metrics_json(small_disk, tmp_path, monkeypatch, capsys):
