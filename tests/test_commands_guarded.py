@@ -166,7 +166,7 @@ def test_garbage_teacher_weights_are_one_line_not_unexpected(tmp_path, monkeypat
     assert line.endswith("); give teacher.name_or_path a directory holding config.json (with its model_type), the "
                          "weights (model.safetensors or pytorch_model.bin) and the tokenizer files, as save_pretrained "
                          "writes them") and "unexpected" not in line
-    assert cache_files(tmp_path / "outputs") == []
+    assert [p for p in cache_files(tmp_path / "outputs") if p.parent.name != "locks"] == []  # no half-built teacher
 
 
 @pytest.mark.parametrize("length", [1000, 100000])
