@@ -81,7 +81,7 @@ def test_bad_texts_are_one_line_errors(smoke_run):
         student.predict(["soup"], batch_size=0)
     with pytest.raises(DistilError, match="backend 'tensorflow'"):
         Student.load(smoke_run(), backend="tensorflow")
-    with pytest.raises(DistilError, match="not a schedule=d0 run"):
+    with pytest.raises(DistilError, match="is one student for every language"):
         Student.load(smoke_run(), language="aa")
 
 
@@ -246,15 +246,15 @@ def test_import_distil_is_cheap():
 
 PREDICT_ERRORS = [  # (id, the run's overrides, arguments after the run directory, the message; <dir>: the run's)
     ("half-a-pair", ("dataset=toy-pair", "student=sra"), ["chef soup"],
-     "text 1 is not a pair; give (first, second) or 'first ||| second'"),
+     "text 1 is not a pair; this student reads sentence pairs: give 'first ||| second'"),
     ("unknown-language", ("dataset=toy-ner", "student=bilstm-tagger", "schedule=d0"), ["anna", "--language", "cc"],
      "no student for language 'cc'; this run has: aa, bb"),
     ("language-of-one-student", (), ["soup", "--language", "aa"],
-     "language 'aa' was given but <dir>/student is one student for every language (not a schedule=d0 run); "
-     "drop the language"),
+     "language 'aa' was given but <dir>/student is one student for every language (a student per language is what "
+     "schedule=d0 saves on a dataset of several languages); drop --language (language= in Python)"),
     ("languages-alike", ("dataset=toy-ner", "student=bilstm-tagger", "schedule=d0"), ["anna"],
      "the students of languages aa, bb share one vocabulary, so a text's language cannot be told from its tokens; "
-     "name one: language=... (distil predict --language)"),
+     "name one with --language (language= in Python)"),
     ("batch-size", (), ["soup", "--batch-size", "0"], "--batch-size 0 must be at least 1"),
 ]
 

@@ -51,30 +51,60 @@ def predict_arguments(args: list[str]) -> list[str]:
     return translated
 
 
-def read_texts(args: argparse.Namespace) -> list[str]:
-    """The texts to label: arguments, then --file lines; an empty text is an error, not a label."""
+def read_texts(args: argparse.Namespace) -> tuple[list[str], list[str]]:
+    """The texts to label, arguments then --file lines, and where each came from ("text 2", "--file F line 7")
+    for the errors; an empty text is an error, not a label."""
     for number, text in enumerate(args.text, start=1):
         if not text.strip():
             raise DistilError(f"text {number} is empty; give a non-empty text to label")
-    texts = list(args.text)
+    texts, origins = list(args.text), [f"text {number}" for number in range(1, len(args.text) + 1)]
     if args.file:
-        if not args.file.is_file():
-            raise DistilError(f"--file {args.file} does not exist")
-        try:
-            lines = [line.rstrip("\n") for line in args.file.open(encoding="utf-8") if line.strip()]
-        except UnicodeDecodeError:
-            raise DistilError(f"--file {args.file} is not UTF-8 text; re-save it as UTF-8") from None
-        if not lines:
-            raise DistilError(f"--file {args.file} has no text (it is empty or blank); give one text per line")
-        texts += lines
+        for number, line in file_lines(args.file):
+            texts.append(line)
+            origins.append(f"--file {args.file} line {number}")
     if not texts:
         raise DistilError("nothing to predict: give texts as arguments or --file")
-    return texts
+    return texts, origins
 
 
-def as_pairs(texts: list[str]) -> list:
-    """A --file line with a tab and no '|||' is a pair, its two sentences either side of the first tab."""
-    return [tuple(text.split("\t", 1)) if "\t" in text and PAIR_SEPARATOR not in text else text for text in texts]
+def file_lines(file: Path) -> list[tuple[int, str]]:
+    """(line number, text) of each non-blank line of --file. A line is kept whole, however long: the
+    student cuts what it reads by characters before its tokenizer sees it (distil/data/cut.py)."""
+    if file.is_dir():
+        raise DistilError(f"--file {file} is a directory; give a text file, one text per line")
+    if not file.exists():
+        raise DistilError(f"--file {file} does not exist; check the path")
+    try:
+        with file.open(encoding="utf-8") as handle:
+            # isspace, not strip: no copy of a long line just to test it
+            lines = [(number, line.rstrip("\n")) for number, line in enumerate(handle, start=1)
+                     if not line.isspace()]
+    except UnicodeDecodeError:
+        raise DistilError(f"--file {file} is not UTF-8 text; re-save it as UTF-8") from None
+    if not lines:
+        raise DistilError(f"--file {file} has no text (it is empty or blank); give one text per line")
+    return lines
+
+
+def as_pairs(texts: list[str], origins: list[str]) -> list[str]:
+    """A pair student's texts as 'first ||| second': a --file line with a tab and no '|||' is a pair, its two
+    sentences either side of the tab. Anything else than two sentences is refused, naming the format."""
+    from distil.serve.api import check_pair  # with the student: torch is loaded by then
+
+    pairs = []
+    for text, origin in zip(texts, origins, strict=True):
+        from_file = origin.startswith("--file")
+        if from_file and "\t" in text and PAIR_SEPARATOR not in text:
+            columns = text.split("\t")
+            if len(columns) > 2:
+                raise DistilError(f"{origin} has {len(columns)} tab-separated columns; a pair is its two "
+                                  f"sentences, tab-separated (or 'first {PAIR_SEPARATOR} second')")
+            text = f"{columns[0]} {PAIR_SEPARATOR} {columns[1]}"
+        fix = (f"give the two sentences tab-separated, or 'first {PAIR_SEPARATOR} second'" if from_file
+               else f"give 'first {PAIR_SEPARATOR} second'")
+        check_pair(text, origin, f"this student reads sentence pairs: {fix}")
+        pairs.append(text)
+    return pairs
 
 
 def build_parser(prog: str) -> argparse.ArgumentParser:
@@ -103,7 +133,7 @@ def main(argv: list[str] | None = None, prog: str = "distil predict", keys: bool
     argv = sys.argv[1:] if argv is None else argv
     args = build_parser(prog).parse_intermixed_args(predict_arguments(argv) if keys else argv)
     with console_command(prog):
-        texts = read_texts(args)
+        texts, origins = read_texts(args)
         if args.batch_size < 1:
             raise DistilError(f"--batch-size {args.batch_size} must be at least 1")
         # torch and transformers: only once the input is read
@@ -115,21 +145,23 @@ def main(argv: list[str] | None = None, prog: str = "distil predict", keys: bool
         with use(Runtime.resolve(args.device)):
             student = Student.load(args.run_dir, backend=args.backend, language=args.language)
             if student.inputs == "pair":
-                texts = as_pairs(texts)
+                texts = as_pairs(texts, origins)
             started = time.perf_counter()
             predictions = student.predictions(texts, batch_size=args.batch_size)
             seconds = time.perf_counter() - started
         for prediction in predictions:
-            print(json_line(prediction, student.labels) if args.jsonl else plain_line(prediction))
+            # the fields written one by one: a long text is not copied into a joined line
+            print(*([json_line(prediction, student.labels)] if args.jsonl else plain_fields(prediction)), sep="\t")
         print(f"{len(texts)} texts in {seconds:.2f} s: {len(texts) / max(seconds, 1e-9):,.0f} texts/s "
               f"({args.backend}, batch {args.batch_size})", file=sys.stderr)
     return 0
 
 
-def plain_line(prediction) -> str:
-    """The prediction, then (for a schedule=d0 run) the language that served it, then the text; tab-separated."""
+def plain_fields(prediction) -> list[str]:
+    """The prediction, then (for a schedule=d0 run) the language that served it, then the text: the
+    tab-separated fields of its line."""
     language = [] if prediction.language is None else [prediction.language]
-    return "\t".join([prediction.line, *language, prediction.text])
+    return [prediction.line, *language, prediction.text]
 
 
 def json_line(prediction, labels: list[str]) -> str:

@@ -2,6 +2,8 @@
 
 The `datasets` builders fail on such files with a generic parser error (or, for a short row, read it
 silently with empty cells), so every text data file is scanned once before it is handed to them.
+`text_lines` is the encoding and binary check of every reader of text files: these, CoNLL files,
+unlabeled files and the pre-training corpus.
 """
 
 from __future__ import annotations
@@ -9,7 +11,9 @@ from __future__ import annotations
 import csv
 import gzip
 import json
+import zlib
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from distil.errors import DistilError
@@ -17,32 +21,59 @@ from distil.errors import DistilError
 # What the builders are told (load.py passes the same options): a tsv keeps bare quotes as text
 # (GLUE's sentences contain them), a csv follows the standard: a quoted field may hold commas.
 CSV_DIALECTS = {"tsv": {"delimiter": "\t", "quoting": csv.QUOTE_NONE}, "csv": {"delimiter": ","}}
+# Python's csv stops at a field over 131,072 characters, a guard against a runaway quote, not a bound of
+# valid data: a document of a megabyte is one field. The builders (pandas) have no such limit, so the
+# checks lift it while they read; 2**31 - 1 fits the C long it is stored in on every platform.
+ANY_FIELD_SIZE = 2**31 - 1
 
 
 def check_text_file(file: Path, fmt: str, where: str) -> None:
     """Raise a DistilError for a binary or non-UTF-8 file, a row with the wrong number of columns
     (tsv, csv) or a line that is not a JSON object with the first line's keys (jsonl)."""
-    opener = gzip.open if file.suffix == ".gz" else open
-    with opener(file, "rb") as handle:
-        lines = _decoded_lines(handle, file, where)
-        if fmt == "jsonl":
-            _check_jsonl(lines, file, where)
-        else:
+    lines = text_lines(file, where)
+    if fmt == "jsonl":
+        _check_jsonl(lines, file, where)
+    else:
+        with fields_of_any_size():
             _check_columns(lines, fmt, file, where)
 
 
 def read_csv_rows(file: Path, fmt: str) -> Iterator[list[str]]:
     """A tsv/csv file's rows as the builder reads them (blank lines skipped)."""
     opener = gzip.open if file.suffix == ".gz" else open
-    with opener(file, "rt", encoding="utf-8", errors="replace", newline="") as handle:
+    with opener(file, "rt", encoding="utf-8", errors="replace", newline="") as handle, fields_of_any_size():
         yield from (row for row in csv.reader(handle, **CSV_DIALECTS[fmt]) if row)
 
 
-def _decoded_lines(handle, file: Path, where: str) -> Iterator[str]:
+@contextmanager
+def fields_of_any_size() -> Iterator[None]:
+    """Python's csv reads fields of any length inside (ANY_FIELD_SIZE); its limit is restored after."""
+    previous = csv.field_size_limit(ANY_FIELD_SIZE)
+    try:
+        yield
+    finally:
+        csv.field_size_limit(previous)
+
+
+def text_lines(file: Path, where: str, setting: str = "dataset.files") -> Iterator[str]:
+    """The lines of a UTF-8 text file (.gz too), newlines kept, read one at a time: the one encoding
+    and binary check of every reader. A NUL byte (a binary file) or bytes that are not UTF-8 raise a
+    DistilError naming the file and the line; `setting` is the option that names the file."""
+    opener = gzip.open if file.suffix == ".gz" else open
+    try:
+        with opener(file, "rb") as handle:
+            yield from _decoded_lines(handle, file, where, setting)
+    except (gzip.BadGzipFile, EOFError, zlib.error) as error:  # a .gz name on other bytes, or a cut-off .gz
+        cause = str(error) or "it ends early"
+        raise DistilError(f"{where}: {file} is not a readable gzip file ({cause}); compress it again with gzip, "
+                          f"or give the uncompressed file") from None
+
+
+def _decoded_lines(handle, file: Path, where: str, setting: str) -> Iterator[str]:
     for number, raw in enumerate(handle, start=1):
         if b"\0" in raw:
             raise DistilError(f"{where}: {file} is not a text file (a NUL byte on line {number}); "
-                              f"point dataset.files at a UTF-8 text file")
+                              f"point {setting} at a UTF-8 text file")
         try:
             yield raw.decode("utf-8")
         except UnicodeDecodeError as error:

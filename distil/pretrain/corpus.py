@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-import gzip
 import hashlib
+from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
 
+from distil.data.check_file import text_lines
+from distil.data.cut import cut_all
 from distil.data.ragged import Ragged
 from distil.errors import DistilError
 from distil.pretrain.masking import mask_tokens
@@ -25,9 +27,9 @@ def read_lines(setting: str, corpus: str, data_dir: str, limit: int | None) -> l
         raise DistilError(f"{setting}: {path} does not exist; give {setting}=<a text file with one sentence per "
                           f"line>, absolute or under paths.data_dir (now {data_dir!r}: run from the project "
                           f"directory or set paths.data_dir or DISTIL_DATA_DIR to the data directory)")
-    opener = gzip.open if path.suffix == ".gz" else open
     lines: list[str] = []
-    with opener(path, "rt", encoding="utf-8") as handle:
+    # a binary or non-UTF-8 corpus is one line naming the file, the line and the setting (as every reader)
+    with closing(text_lines(path, setting, setting)) as handle:
         for line in handle:
             text = line.strip()
             if text:
@@ -49,10 +51,11 @@ def lines_digest(lines: list[str]) -> str:
 
 
 def tokenize(tokenizer, lines: list[str], max_length: int) -> Ragged:
-    """Each line's wordpiece ids, without special tokens, cut to `max_length`."""
+    """Each line's wordpiece ids, without special tokens, cut to `max_length` (a long line cut by
+    characters first, data/cut.py: the tokenizer never sees more of it than it keeps)."""
     ids: list[list[int]] = []
     for start in range(0, len(lines), TOKENIZE_BATCH):
-        batch = lines[start:start + TOKENIZE_BATCH]
+        batch = cut_all(lines[start:start + TOKENIZE_BATCH], max_length)
         encoded = tokenizer(batch, add_special_tokens=False, truncation=True, max_length=max_length)["input_ids"]
         ids.extend(encoded)
     return Ragged.from_lists(ids)

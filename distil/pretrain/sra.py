@@ -48,6 +48,7 @@ from distil.common.progress import progress_bar
 from distil.common.runtime import current, fetch, precision_key
 from distil.config.schema import as_plain_dict
 from distil.data.batching import length_bucketed_batches, pad, shuffled_batches
+from distil.data.cut import cut_all
 from distil.errors import DistilError, check_choice
 from distil.pretrain.corpus import lines_digest, read_lines
 from distil.store.artifacts import Artifact, ArtifactStore
@@ -212,7 +213,7 @@ def corpus_vectors(cfg, load_encoder, tokenizer, lines: list[str], out: Path) ->
                 with claims.take(piece.name, wait=wait) as mine:
                     if not mine or piece.is_file():
                         continue
-                    ids = tokenizer(lines[start:start + VECTORS_CHUNK], truncation=True,
+                    ids = tokenizer(cut_all(lines[start:start + VECTORS_CHUNK], cfg.max_length), truncation=True,
                                     max_length=cfg.max_length)["input_ids"]
                     encoder = encoder or load_encoder()  # on the runtime's device (teacher.load.load_encoder)
                     vectors = sentence_vectors(encoder, ids, tokenizer.pad_token_id, cfg.pooling,
@@ -243,7 +244,8 @@ def distil_agnostic(cfg, load_encoder, tokenizer, student_cfg, initial_rows, lin
     pass over the corpus (the last one partial when `steps` ends within it), per sentence, not per
     batch. It shares fit's optimiser step (training.loop.optimiser_step). `teacher_vectors()`, when
     given, returns the (training, held-out) targets; else they are computed into `out`."""
-    ids = tokenizer(lines + held_out, truncation=True, max_length=cfg.max_length)["input_ids"]
+    # a long line cut by characters first (data/cut.py): the tokenizer never sees more than it keeps
+    ids = tokenizer(cut_all(lines + held_out, cfg.max_length), truncation=True, max_length=cfg.max_length)["input_ids"]
     pad_id = tokenizer.pad_token_id
     vectors_path = out / VECTORS
     if teacher_vectors is not None:

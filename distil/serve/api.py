@@ -164,8 +164,8 @@ class RoutedStudent:
         vocabularies = {tuple(student.saved.vocab.teacher_ids) for student in students.values()}
         if len(vocabularies) == 1:
             raise DistilError(f"the students of languages {', '.join(students)} share one vocabulary, so a "
-                              f"text's language cannot be told from its tokens; name one: language=... "
-                              f"(distil predict --language)")
+                              f"text's language cannot be told from its tokens; name one with --language "
+                              f"(language= in Python)")
         self.labels, self.task, self.inputs = first.labels, first.task, first.inputs
         self.per_word = first.saved.task.per_token  # encode gives an array per text, not one for all
 
@@ -228,9 +228,20 @@ def as_texts(texts: Iterable[Text], inputs: str) -> list[str]:
         if not isinstance(text, str):
             raise DistilError(f"text {number} is a {type(text).__name__}; give a string"
                               f"{' or a (first, second) tuple' if inputs == 'pair' else ''}")
-        if not text.strip():
+        if not text or text.isspace():  # not strip(): no copy of a long text just to test it
             raise DistilError(f"text {number} is empty; give a non-empty text to label")
-        if inputs == "pair" and not all(part.strip() for part in text.partition(PAIR_SEPARATOR)[::2]):
-            raise DistilError(f"text {number} is not a pair; give (first, second) or 'first {PAIR_SEPARATOR} second'")
+        if inputs == "pair":
+            check_pair(text, f"text {number}", f"give (first, second) or 'first {PAIR_SEPARATOR} second'")
         joined.append(text)
     return joined
+
+
+def check_pair(text: str, where: str, fix: str) -> None:
+    """A pair student's text is two non-blank sentences either side of one PAIR_SEPARATOR: one sentence,
+    a side left blank (a lone '|||') or a third sentence is refused, not answered (`fix` says the format)."""
+    separators = text.count(PAIR_SEPARATOR)
+    if separators > 1:
+        raise DistilError(f"{where} holds '{PAIR_SEPARATOR}' {separators} times, but it separates a pair's two "
+                          f"sentences: give it once, and no '{PAIR_SEPARATOR}' inside a sentence")
+    if not all(part.strip() for part in text.partition(PAIR_SEPARATOR)[::2]):
+        raise DistilError(f"{where} is not a pair; {fix}")

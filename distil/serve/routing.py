@@ -88,7 +88,8 @@ def pick_language(folders: dict[str | None, Path], language: str | None) -> dict
         return folders
     if list(folders) == [None]:
         raise DistilError(f"language '{language}' was given but {folders[None]} is one student for every "
-                          f"language (not a schedule=d0 run); drop the language")
+                          f"language (a student per language is what schedule=d0 saves on a dataset of several "
+                          f"languages); drop --language (language= in Python)")
     if language not in folders:
         raise DistilError(f"no student for language '{language}'; this run has: {', '.join(folders)}")
     return {language: folders[language]}

@@ -24,8 +24,10 @@ from safetensors.torch import load_file, save_file
 from distil.common.runtime import Runtime, current, fetch
 from distil.config.schema import StudentConfig
 from distil.data.batching import model_inputs
+from distil.data.cut import cut_all, cut_for_tokenizer
 from distil.errors import DistilError
 from distil.serve.speed import torch_threads
+from distil.store.artifacts import MANIFEST
 from distil.students import build_student, reads_pairs_apart, reads_words
 from distil.students.static import bag_means
 from distil.students.vocab import UNK, TrimmedVocab
@@ -109,6 +111,8 @@ class SavedStudent:
 
     def _encode(self, text: str):
         max_length = self.config["max_length"]
+        if self.task.per_token:  # split into words before its tokenizer cuts it: cut by characters first
+            text = cut_for_tokenizer(text, max_length)
         if reads_words(self.cfg):
             return self.vocab.map(words_of(text, max_length)), None
         ids, context = self.task.encode_text(self.tokenizer, text, max_length, apart=reads_pairs_apart(self.cfg))
@@ -130,6 +134,8 @@ class SavedStudent:
         """Padded (ids, mask) inputs, or two pairs of them for a pair read apart: what the model's own
         forward reads, a bag student's too (which serves from bags, but has its representation here)."""
         max_length = self.config["max_length"]
+        if self.task.per_token:  # a text to tag, as _encode (the other tasks cut each sentence of a pair)
+            texts = cut_all(texts, max_length)
         if reads_words(self.cfg):
             return model_inputs([self.vocab.map(words_of(text, max_length)) for text in texts])
         ids = self.task.encode_texts(self.tokenizer, texts, max_length, apart=reads_pairs_apart(self.cfg))
@@ -232,11 +238,36 @@ RERUN = "the run that wrote it did not finish or the file was changed: rerun the
 
 def _check_complete(directory: Path) -> None:
     missing = [name for name in STUDENT_FILES if not (directory / name).exists()]
+    if missing:
+        _check_not_other_model(directory)
     if len(missing) == len(STUDENT_FILES):
         raise DistilError(f"{directory} holds no saved student (model.safetensors); pass a run directory "
                           f"written by `distil` or its student/ folder")
     if missing:
         raise DistilError(f"{directory} is an incomplete student (missing: {', '.join(missing)}); {RERUN}")
+
+
+def _check_not_other_model(directory: Path) -> None:
+    """A folder of distil's cache (a fine-tuned teacher: a Hugging Face model folder with weights and a
+    config.json, but no vocab.json) or another Hugging Face model is not an incomplete student: say what it is."""
+    kind = _json_field(directory / MANIFEST, "kind")
+    if kind == "teachers" or (kind is None and _json_field(directory / "config.json", "model_type")):
+        what = "a fine-tuned teacher from distil's cache" if kind else "a Hugging Face model folder"
+        raise DistilError(f"{directory} is {what}, not a saved student; pass a run directory written by `distil` "
+                          f"(outputs/runs/<date>/<time>) or its student/ folder (a teacher loads with transformers' "
+                          f"from_pretrained)")
+    if kind is not None:
+        raise DistilError(f"{directory} is an artifact of distil's cache ({kind}), not a saved student; pass a run "
+                          f"directory written by `distil` (outputs/runs/<date>/<time>) or its student/ folder")
+
+
+def _json_field(path: Path, field: str):
+    """`field` of the JSON object in `path`; None when the file is missing, unreadable or has no such field."""
+    try:
+        value = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return value.get(field) if isinstance(value, dict) else None
 
 
 def _read_part(path: Path, read):

@@ -12,6 +12,7 @@ from collections.abc import Callable
 import datasets
 import torch
 
+from distil.data.cut import cut_all, cut_for_tokenizer
 from distil.data.prepared import PreparedSplit
 from distil.data.ragged import Ragged, RaggedPair
 
@@ -25,11 +26,12 @@ def prepare_texts(name: str, tokenizer, ds: datasets.Dataset, max_length: int, p
         return PreparedSplit(name, ds, empty, labels, RaggedPair(empty, empty) if pair else None)
 
     def tokenize(batch):
-        second = batch["text_pair"] if pair else None
-        out = {"input_ids": tokenizer(batch["text"], second, truncation=True, max_length=max_length)["input_ids"]}
+        first = cut_all(batch["text"], max_length)  # a long text is cut by characters first (data/cut.py)
+        second = cut_all(batch["text_pair"], max_length) if pair else None
+        out = {"input_ids": tokenizer(first, second, truncation=True, max_length=max_length)["input_ids"]}
         if pair:
-            out["ids_a"] = tokenizer(batch["text"], truncation=True, max_length=max_length)["input_ids"]
-            out["ids_b"] = tokenizer(batch["text_pair"], truncation=True, max_length=max_length)["input_ids"]
+            out["ids_a"] = tokenizer(first, truncation=True, max_length=max_length)["input_ids"]
+            out["ids_b"] = tokenizer(second, truncation=True, max_length=max_length)["input_ids"]
         return out
 
     encoded = ds.map(tokenize, batched=True, batch_size=1000, remove_columns=ds.column_names)
@@ -39,11 +41,13 @@ def prepare_texts(name: str, tokenizer, ds: datasets.Dataset, max_length: int, p
 
 def encode_user_text(tokenizer, text: str, max_length: int, pair: bool, apart: bool):
     """A text typed by a user ('first ||| second' for a pair), encoded as the student reads it."""
-    first, _, second = (part.strip() for part in text.partition(PAIR_SEPARATOR))
-    if pair and apart:
+    if not pair:  # a text that holds '|||' is one text, read whole as encode_user_texts reads it
+        return tokenizer(cut_for_tokenizer(text, max_length), truncation=True, max_length=max_length)["input_ids"], None
+    first, _, second = (cut_for_tokenizer(part.strip(), max_length) for part in text.partition(PAIR_SEPARATOR))
+    if apart:
         return tuple(tokenizer(part, truncation=True, max_length=max_length)["input_ids"]
                      for part in (first, second)), None
-    return tokenizer(first, second if pair else None, truncation=True, max_length=max_length)["input_ids"], None
+    return tokenizer(first, second, truncation=True, max_length=max_length)["input_ids"], None
 
 
 def split_pairs(texts: list[str]) -> tuple[list[str], list[str]]:
@@ -55,7 +59,7 @@ def split_pairs(texts: list[str]) -> tuple[list[str], list[str]]:
 def words_of(text: str, max_length: int) -> list[str]:
     """What a word-level student reads (student.tokens=words): lower-cased whitespace words, as
     many as the teacher reads wordpieces at most; in training and in serving alike."""
-    return text.lower().split()[:max_length]
+    return cut_for_tokenizer(text, max_length).lower().split()[:max_length]
 
 
 def wordpiece_encoder(tokenizer, max_length: int) -> Callable[[list[str]], list[list[int]]]:
@@ -65,18 +69,18 @@ def wordpiece_encoder(tokenizer, max_length: int) -> Callable[[list[str]], list[
     static student, where tokenising is most of the time)."""
     backend = getattr(tokenizer, "backend_tokenizer", None)
     if backend is None:
-        return lambda texts: tokenizer(texts, truncation=True, max_length=max_length)["input_ids"]
+        return lambda texts: tokenizer(cut_all(texts, max_length), truncation=True, max_length=max_length)["input_ids"]
     backend = copy.deepcopy(backend)  # the loaded tokenizer's own settings stay as they were
     backend.no_padding()
     backend.enable_truncation(max_length)
-    return lambda texts: [encoding.ids for encoding in backend.encode_batch_fast(texts)]
+    return lambda texts: [encoding.ids for encoding in backend.encode_batch_fast(cut_all(texts, max_length))]
 
 
 def encode_user_texts(tokenizer, texts: list[str], max_length: int, pair: bool, apart: bool) -> list:
     """encode_user_text for many texts with one batched tokenizer call (serving a batch)."""
     if not pair:
-        return tokenizer(texts, truncation=True, max_length=max_length)["input_ids"]
-    firsts, seconds = split_pairs(texts)
+        return tokenizer(cut_all(texts, max_length), truncation=True, max_length=max_length)["input_ids"]
+    firsts, seconds = (cut_all(column, max_length) for column in split_pairs(texts))
     if apart:
         encoded = [tokenizer(part, truncation=True, max_length=max_length)["input_ids"] for part in (firsts, seconds)]
         return list(zip(*encoded, strict=True))
