@@ -246,7 +246,9 @@ def test_a_conll_file_that_is_not_utf8_text_is_one_line(tmp_path, kind):
     bad = data / "bb" / "dev.txt"
     bad.write_bytes(b"anna B-PER\n" + BAD_BYTES[kind] + bad.read_bytes())
     cfg = compose_config("debug=smoke", "dataset=toy-ner", f"dataset.path={data}")
-    message = (LATIN1 if kind == "latin1" else NUL.format(setting="dataset.files")).replace("<file>", str(bad))
+    message = {"latin1": LATIN1,
+               "binary": "<file> is not a text file (a NUL byte on line 2); point dataset.files at a UTF-8 text file",
+               }[kind].replace("<file>", str(bad))
     with pytest.raises(DistilError) as error:
         raw_splits_of(cfg.dataset, cfg.paths.data_dir)
     assert str(error.value) == f"dataset 'toy-ner': {message}"
