@@ -309,3 +309,17 @@ def test_a_dataset_of_one_class_is_refused(tmp_path, monkeypatch, capsys):
     assert line == f"distil: error: {message}"
     assert run_status(tmp_path) == f"failed: {message}"
     assert cache_files(tmp_path / "outputs") == []
+
+
+def test_a_student_trained_on_a_read_only_cache_is_checkpointed_elsewhere(tmp_path, monkeypatch):
+    """A run that only reads the cache's teacher and targets still trains its student: the checkpoint,
+    which the cache cannot hold, goes to a temporary directory."""
+    from distil.training.checkpoint import schedule_checkpoint
+
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    read_only(monkeypatch, cache)
+    with schedule_checkpoint(str(cache), {"recipe": 1}, 0.0, "part") as checkpoint:
+        assert not str(checkpoint.directory).startswith(str(cache))
+        assert checkpoint.directory.parent.is_dir()
+    assert not checkpoint.directory.parent.exists()  # removed with the run's student

@@ -116,6 +116,14 @@ class ArtifactStore:
         except OSError:
             return None
 
+    def can_write(self, key: str) -> bool:
+        """Whether this process may write `key` here (take its lock): False in a read-only cache."""
+        handle = self._open_lock(key, "a+")
+        if handle is None:
+            return False
+        with handle:
+            return handle.writable()
+
     def _hold_shared(self, key: str) -> None:
         """Keep a shared lock on `key` while this process may read it (released at exit)."""
         path = self._lock_path(key).resolve()

@@ -20,6 +20,7 @@ import json
 import logging
 import os
 import shutil
+import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -238,6 +239,14 @@ def schedule_checkpoint(cache: str, recipe: dict, every_seconds: float, *parts: 
 
     key = training_key(recipe, *parts)
     store = ArtifactStore(cache)
+    if not store.can_write(f"checkpoint-{key}"):
+        # a read-only cache still serves its teacher and targets: the student trains, checkpointed in a
+        # temporary directory, so only a later run's resume is lost
+        log.warning("the cache %s is read-only: the student's checkpoint goes to a temporary directory (an "
+                    "interrupted run starts the student again)", store.root)
+        with tempfile.TemporaryDirectory(prefix="distil-checkpoint-") as tmp:
+            yield ScheduleCheckpoint(Path(tmp) / key, every_seconds)
+        return
     # under torchrun rank 0 holds the lock for them all: another rank waiting on it would never reach
     # the collectives rank 0 waits in
     with store.lock(f"checkpoint-{key}") if distributed.is_main() else contextlib.nullcontext():
