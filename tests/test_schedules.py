@@ -249,9 +249,11 @@ def test_balanced_batches_are_half_labeled(smoke_cfg):
 
 
 @pytest.mark.parametrize("schedule", ["d1", "d3.2"])
-def test_restore_best_keeps_the_better_model_when_a_later_step_is_worse(smoke_cfg, schedule):
+def test_restore_best_keeps_the_better_model_when_a_later_step_is_worse(smoke_cfg, schedule, monkeypatch):
     """Train, then train again with a learning rate that wrecks the model: every step must
-    restore the model it started from, so weights and dev score come back unchanged."""
+    restore the model it started from, so weights and dev score come back unchanged. (The growth
+    guard, which fails such a run as diverged, is off here: what is tested is the restore.)"""
+    monkeypatch.setattr("distil.training.loop.DIVERGED_GROWTH", float("inf"))
     cfg = smoke_cfg(f"schedule={schedule}", "trainer.epochs=2")
     model = student_for(cfg)
     splits = fake_splits()
