@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from distil.cli.cache import main
-from distil.store.admin import ago, human_size, parse_duration, parse_size
+from distil.common.diskspace import human_bytes as human_size
+from distil.store.admin import ago, parse_duration, parse_size
 
 DAY = 86400
 HINT = "(the next run that needs it rebuilds it; or: distil cache prune --damaged)"

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
+from distil.common.diskspace import human_bytes
 from distil.errors import DistilError
 from distil.store.artifacts import BUILD_DIR, MANIFEST, file_problem, process_alive
 
@@ -383,16 +384,6 @@ def parse_size(text: str) -> int:
     return int(float(match[1]) * SIZE_UNITS[match[2]])
 
 
-def human_size(n: float) -> str:
-    """Like `du -h`: 216B, 4.0K, 340M, 1.2G."""
-    unit = "B"
-    for bigger in "KMGT":
-        if n < 1024:
-            break
-        n, unit = n / 1024, bigger
-    return f"{n:.0f}{unit}" if unit == "B" or n >= 10 else f"{n:.1f}{unit}"
-
-
 def ago(seconds: float) -> str:
     for unit, length in AGE_UNITS:
         count = int(seconds // length)
@@ -451,15 +442,15 @@ def print_cache(root: Path, artifacts: list[Artifact], builds: list[Build],
     headers = ["kind", "key", "what", "size", "last used"] + (["status"] if verified else [])
     rows = []
     for a in artifacts:  # kinds in build order; within a kind, by key
-        row = [a.kind, a.key, describe_entry(a), human_size(a.size), when(a.last_used, now)]
+        row = [a.kind, a.key, describe_entry(a), human_bytes(a.size), when(a.last_used, now)]
         if verified:
             row.append("DAMAGED: " + "; ".join(problems[a.label]) if problems[a.label] else "ok")
         rows.append(row)
     show_table(f"cache {root}", headers, rows, right={3}, total=totals(artifacts))
     if builds:
-        build_rows = [[b.key, build_state(b), human_size(b.size), when(b.modified, now)] for b in builds]
+        build_rows = [[b.key, build_state(b), human_bytes(b.size), when(b.modified, now)] for b in builds]
         print()
-        build_total = f"{len(builds)} build(s) in {root / 'tmp'}, {human_size(sum(b.size for b in builds))}"
+        build_total = f"{len(builds)} build(s) in {root / 'tmp'}, {human_bytes(sum(b.size for b in builds))}"
         show_table(f"builds in {root / 'tmp'}", ["key", "state", "size", "last written"], build_rows,
                    right={2}, total=build_total)
 
@@ -481,8 +472,8 @@ def totals(artifacts: list[Artifact]) -> str:
     for a in artifacts:
         count, size = per_kind.get(a.kind, (0, 0))
         per_kind[a.kind] = (count + 1, size + a.size)
-    by_kind = "; ".join(f"{kind} {count}, {human_size(size)}" for kind, (count, size) in per_kind.items())
-    return f"total: {len(artifacts)} artifact(s), {human_size(sum(a.size for a in artifacts))} ({by_kind})"
+    by_kind = "; ".join(f"{kind} {count}, {human_bytes(size)}" for kind, (count, size) in per_kind.items())
+    return f"total: {len(artifacts)} artifact(s), {human_bytes(sum(a.size for a in artifacts))} ({by_kind})"
 
 
 def show_table(title: str, headers: list[str], rows: list[list[str]], right: set[int], total: str) -> None:
@@ -552,7 +543,7 @@ def prune_cache(root: Path, args: argparse.Namespace) -> int:
     if args.stale:
         prune_locks(root, args.dry_run, {d.path for d, done in outcomes if done})
     deleted = [d for d, done in outcomes if done]
-    freed = human_size(sum(d.size for d in deleted))
+    freed = human_bytes(sum(d.size for d in deleted))
     skipped = sum(done is False for _, done in outcomes)
     failed = sum(done is None for _, done in outcomes)
     kept = f"; {skipped} in use, kept" if skipped else ""
@@ -561,7 +552,7 @@ def prune_cache(root: Path, args: argparse.Namespace) -> int:
     elif args.dry_run:
         print(f"dry run: would delete {len(deleted)}, freeing {freed}{kept}; nothing was deleted")
     else:
-        remaining = human_size(sum(a.size for a in find_artifacts(root, args.kind)))
+        remaining = human_bytes(sum(a.size for a in find_artifacts(root, args.kind)))
         print(f"deleted {len(deleted)}, freed {freed}{kept}{f'; {failed} failed' if failed else ''}; "
               f"{args.kind or 'artifacts'} left: {remaining}")
     return 1 if failed else 0
@@ -584,7 +575,7 @@ def plan_artifacts(root: Path, artifacts: list[Artifact], args: argparse.Namespa
             if lock_is_held(root, a.key):  # being rebuilt or read by a run: it stays, try the next one
                 continue
             plan[a.label] = Deletion(a.label, a.key, a.path, a.size, f"least recently used, {ago(now - a.last_used)}; "
-                                     f"over the {human_size(args.max_size)} limit")
+                                     f"over the {human_bytes(args.max_size)} limit")
             total -= a.size
     return list(plan.values())
 
@@ -620,7 +611,7 @@ def delete(root: Path, deletion: Deletion, dry_run: bool) -> bool | None:
             except OSError as error:
                 print(f"{PROG}: error: could not delete {deletion.path}: {error.strerror}", file=sys.stderr)
                 return None
-    print(f"{'would delete' if dry_run else 'deleted'} {deletion.label}  {human_size(deletion.size)}  "
+    print(f"{'would delete' if dry_run else 'deleted'} {deletion.label}  {human_bytes(deletion.size)}  "
           f"({deletion.reason})")
     return True
 
