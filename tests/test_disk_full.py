@@ -8,6 +8,7 @@ import errno
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -334,3 +335,19 @@ def test_a_subcommand_that_fills_the_disk_is_one_line(tmp_path, monkeypatch, cap
     code, _, err = distil_in_process(["report", str(tmp_path)], tmp_path, monkeypatch, capsys)
     assert code == 2
     assert err.strip() == f"distil report: error: the disk is full writing {tmp_path / 'table.md'}{FIX}"
+
+
+def test_a_distil_alias_that_fills_the_disk_is_one_line_too(tmp_path, monkeypatch, capsys):
+    """The `distil-*` console scripts skip the dispatcher: they share its disk-full ending."""
+    from distil.cli import report
+
+    def fill_the_disk(args, prog):
+        raise enospc(tmp_path / "table.md")
+
+    monkeypatch.setattr(report, "main", fill_the_disk)
+    monkeypatch.setattr(sys, "argv", ["distil-report", str(tmp_path)])
+    with pytest.raises(SystemExit) as exited:
+        report.alias()
+    assert exited.value.code == 2
+    assert capsys.readouterr().err.strip() == (f"distil-report: error: the disk is full writing "
+                                               f"{tmp_path / 'table.md'}{FIX}")

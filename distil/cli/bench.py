@@ -10,7 +10,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from distil.cli.parsing import Parser, data_dir_argument, run_each, run_group
+from distil.cli.parsing import Parser, data_dir_argument, run_each, run_group, run_guarded
 from distil.common.console import console_command
 
 BENCHES = {
@@ -367,9 +367,9 @@ def main(argv: list[str] | None = None, prog: str = "distil bench") -> int:
 
 def students_alias() -> None:
     """`distil-bench`, kept for one release."""
-    sys.exit(students(prog="distil-bench"))
+    sys.exit(run_guarded(students, None, "distil-bench"))
 
 
 def cache_alias() -> None:
     """`distil-bench-cache`, kept for one release."""
-    sys.exit(cache(prog="distil-bench-cache"))
+    sys.exit(run_guarded(cache, None, "distil-bench-cache"))

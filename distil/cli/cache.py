@@ -9,7 +9,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from distil.cli.parsing import alias_note
+from distil.cli.parsing import alias_note, run_guarded
 from distil.errors import DistilError
 from distil.store.admin import (
     default_cache_dir,
@@ -122,4 +122,4 @@ def main(argv: list[str] | None = None, prog: str = "distil cache") -> int:
 
 def alias() -> None:
     """`distil-cache`, kept for one release."""
-    sys.exit(main(prog="distil-cache"))
+    sys.exit(run_guarded(main, None, "distil-cache"))

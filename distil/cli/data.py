@@ -9,7 +9,7 @@ import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
-from distil.cli.parsing import Parser
+from distil.cli.parsing import Parser, run_guarded
 from distil.common.console import console_command
 from distil.config.overrides import CONFIG_DIR_ENV, config_dirs, group_options, with_config_dir_env
 from distil.config.schema import CONF_DIR
@@ -66,5 +66,5 @@ def main(argv: list[str] | None = None, prog: str = "distil data") -> int:
 
 def alias() -> None:
     """`distil-data`, kept for one release."""
-    sys.exit(main(prog="distil-data"))
+    sys.exit(run_guarded(main, None, "distil-data"))
 

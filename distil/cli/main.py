@@ -8,6 +8,8 @@ import os
 import sys
 from pathlib import Path
 
+from distil.cli.parsing import run_guarded
+
 # subcommand -> (module in distil/cli, its function, one line for `distil --help`)
 SUBCOMMANDS = {
     "report": ("report", "main", "table.md and table.csv from the metrics.json files of a run or sweep"),
@@ -47,19 +49,6 @@ def own_options() -> list[str]:
     return [*lines, ""]
 
 
-def run_subcommand(command, args: list[str], prog: str) -> int:
-    """A subcommand; a disk that fills under it ends in one line and exit 2, as a run does."""
-    from distil.common.diskspace import disk_full, disk_full_message
-
-    try:
-        return command(args, prog=prog)
-    except Exception as error:
-        if not disk_full(error):
-            raise
-        print(f"{prog}: error: {disk_full_message(error)}", file=sys.stderr)
-        return 2
-
-
 def main() -> None:
     """Dispatch on the first word of sys.argv; anything else (an override, -m, --help, a typo) is the
     Hydra app's, which reports a word it cannot take as one line."""
@@ -69,7 +58,7 @@ def main() -> None:
     elif args[:1] and args[0] in SUBCOMMANDS:
         module, function, _ = SUBCOMMANDS[args[0]]
         command = getattr(importlib.import_module(f"distil.cli.{module}"), function)
-        sys.exit(run_subcommand(command, args[1:], f"distil {args[0]}"))
+        sys.exit(run_guarded(command, args[1:], f"distil {args[0]}"))
     elif args[:1] in (["-h"], ["--help"]):
         try:
             print(overview(), end="", flush=True)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from distil.cli.parsing import Command, Parser, data_dir_argument, run_each, run_group
+from distil.cli.parsing import Command, Parser, data_dir_argument, run_each, run_group, run_guarded
 from distil.common.console import console_command
 
 PAPERS = {
@@ -129,19 +129,19 @@ def main(argv: list[str] | None = None, prog: str = "distil paper") -> int:
 
 def tang_alias() -> None:
     """`distil-bench-tang`, kept for one release."""
-    sys.exit(tang_table2(prog="distil-bench-tang"))
+    sys.exit(run_guarded(tang_table2, None, "distil-bench-tang"))
 
 
 def turc_alias() -> None:
     """`distil-bench-turc`, kept for one release."""
-    sys.exit(turc_table1(prog="distil-bench-turc"))
+    sys.exit(run_guarded(turc_table1, None, "distil-bench-turc"))
 
 
 def wu_alias() -> None:
     """`distil-bench-wu`, kept for one release."""
-    sys.exit(wu_table2(prog="distil-bench-wu"))
+    sys.exit(run_guarded(wu_table2, None, "distil-bench-wu"))
 
 
 def untuned_alias() -> None:
     """`distil-untuned`, kept for one release."""
-    sys.exit(wu_table5(prog="distil-untuned"))
+    sys.exit(run_guarded(wu_table5, None, "distil-untuned"))

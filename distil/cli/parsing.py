@@ -12,6 +12,20 @@ from pathlib import Path
 Command = Callable[..., int]  # (argv, prog=...) -> exit code
 
 
+def run_guarded(command: Command, args: list[str] | None, prog: str, **options) -> int:
+    """A subcommand (`distil SUB`, or its `distil-*` alias); a disk that fills under it ends in one line
+    and exit 2, as a run does."""
+    from distil.common.diskspace import disk_full, disk_full_message
+
+    try:
+        return command(args, prog=prog, **options)
+    except Exception as error:
+        if not disk_full(error):
+            raise
+        print(f"{prog}: error: {disk_full_message(error)}", file=sys.stderr)
+        return 2
+
+
 def alias_note(prog: str, command: str, description: str) -> str:
     """A command's --help description; an alias's says whose alias it is first."""
     if prog == command:

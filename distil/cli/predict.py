@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-from distil.cli.parsing import Parser
+from distil.cli.parsing import Parser, run_guarded
 from distil.common.console import console_command
 from distil.errors import DistilError
 from distil.tasks.text import PAIR_SEPARATOR
@@ -184,4 +184,4 @@ def label_probabilities(row, labels: list[str]) -> dict[str, float] | None:
 
 def alias() -> None:
     """`distil-predict`, kept for one release."""
-    sys.exit(main(prog="distil-predict", keys=False))
+    sys.exit(run_guarded(main, None, "distil-predict", keys=False))

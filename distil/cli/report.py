@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from distil.cli.parsing import Parser
+from distil.cli.parsing import Parser, run_guarded
 
 EXAMPLES = """\
 examples:
@@ -44,4 +44,4 @@ def main(argv: list[str] | None = None, prog: str = "distil report") -> int:
 
 def alias() -> None:
     """`distil-report`, kept for one release."""
-    sys.exit(main(prog="distil-report"))
+    sys.exit(run_guarded(main, None, "distil-report"))

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from distil.cli.parsing import Parser
+from distil.cli.parsing import Parser, run_guarded
 from distil.common.console import console_command
 from distil.common.interrupt import exit_on_interrupt
 
@@ -112,4 +112,4 @@ def main(argv: list[str] | None = None, prog: str = "distil table") -> int:
 
 def alias() -> None:
     """`distil-table`, kept for one release."""
-    sys.exit(main(prog="distil-table"))
+    sys.exit(run_guarded(main, None, "distil-table"))
