@@ -22,6 +22,7 @@ from distil.common import distributed
 from distil.common.atomic import write_json_atomic
 from distil.common.diskspace import disk_full, disk_full_message
 from distil.common.interrupt import Terminated, exit_on_interrupt
+from distil.common.parent import stop_with_parent
 from distil.config.compose import hydra_problem
 from distil.config.run_dir import CREATED, register_run_dir_resolver, unwritable_outputs
 from distil.config.schema import CONF_DIR, register_configs
@@ -187,6 +188,7 @@ def main() -> None:
     CREATED.clear()  # this invocation's directories only
     try:
         with exit_on_interrupt(INTERRUPTED):
+            stop_with_parent()  # a table's cell: interrupted (resumable) if the table dies, even by kill -9
             _main()
     except (HydraException, OmegaConfBaseException) as error:  # a value Hydra cannot compose or merge
         if full_error:

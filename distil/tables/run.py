@@ -36,6 +36,7 @@ from rich.text import Text
 
 from distil.common.atomic import write_json_atomic
 from distil.common.console import console_script
+from distil.common.parent import child_environment
 from distil.common.provenance import provenance
 from distil.common.runtime import share_of_cores
 from distil.errors import DistilError, did_you_mean
@@ -73,7 +74,8 @@ def run_cell(cell: Cell, root: Path, extra: Sequence[str] = ()) -> tuple[str, st
     run_dir = str(directory).replace("'", "\\'")
     command = [console_script("distil"), *cell.overrides, *extra, f"hydra.run.dir='{run_dir}'"]
     with (directory / LOG_NAME).open("w") as log:
-        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+        # the cell stops (interrupted, resumable) if this process dies, even by kill -9
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=child_environment())
         try:
             code = process.wait()
         except BaseException:  # Ctrl-C or SIGTERM: let the cell record `failed: interrupted` first
