@@ -1,5 +1,5 @@
 import difflib
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 
 class DistilError(Exception):
@@ -7,6 +7,15 @@ class DistilError(Exception):
 
     The message says what is wrong and how to fix it.
     """
+
+
+def error_chain(error: BaseException | None) -> Iterator[BaseException]:
+    """The error, then the one it was raised from (or while handling), and so on, each once."""
+    seen: set[int] = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        yield error
+        error = error.__cause__ or error.__context__
 
 
 def did_you_mean(name: object, choices: Iterable[object]) -> str:

@@ -13,6 +13,8 @@ import os
 import shutil
 from pathlib import Path
 
+from distil.errors import error_chain
+
 DISK_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
 DISK_FULL_TEXTS = ("no space left on device", "disk quota exceeded", "os error 28)", "os error 122)")
 OUTPUTS_ENV = "DISTIL_OUTPUTS"  # where runs and the cache go (conf/paths); a larger disk is the usual fix
@@ -20,26 +22,14 @@ OUTPUTS_ENV = "DISTIL_OUTPUTS"  # where runs and the cache go (conf/paths); a la
 
 def disk_full(error: BaseException) -> bool:
     """Whether `error`, or any error it was raised from or while handling, is a full disk (or quota)."""
-    seen: set[int] = set()
-    while error is not None and id(error) not in seen:
-        seen.add(id(error))
-        if isinstance(error, OSError) and error.errno in DISK_FULL_ERRNOS:
-            return True
-        if any(text in str(error).lower() for text in DISK_FULL_TEXTS):
-            return True
-        error = error.__cause__ or error.__context__
-    return False
+    return any((isinstance(link, OSError) and link.errno in DISK_FULL_ERRNOS)
+               or any(text in str(link).lower() for text in DISK_FULL_TEXTS) for link in error_chain(error))
 
 
 def written_path(error: BaseException) -> Path | None:
     """The file a disk-full OSError in `error`'s chain was writing, where it says."""
-    seen: set[int] = set()
-    while error is not None and id(error) not in seen:
-        seen.add(id(error))
-        if isinstance(error, OSError) and error.filename:
-            return Path(os.fsdecode(error.filename))
-        error = error.__cause__ or error.__context__
-    return None
+    return next((Path(os.fsdecode(link.filename)) for link in error_chain(error)
+                 if isinstance(link, OSError) and link.filename), None)
 
 
 def free_bytes(path: Path) -> int | None:

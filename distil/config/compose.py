@@ -28,7 +28,7 @@ from distil.config.overrides import (
     with_config_dir_env,
 )
 from distil.config.schema import CONF_DIR, check_config, register_configs
-from distil.errors import DistilError
+from distil.errors import DistilError, error_chain
 
 OVERRIDE_FIX = "fix that override (distil --cfg job shows the composed config)"
 FILE_FIX = "fix that file (distil --cfg job shows the composed config)"
@@ -133,10 +133,4 @@ def config_file(name: str, args: Sequence[str]) -> str:
 
 def _in_chain(error: BaseException | None, kind: type[BaseException]) -> BaseException | None:
     """The first exception of this kind among the error, its cause and their context."""
-    seen = set()
-    while error is not None and id(error) not in seen:
-        if isinstance(error, kind):
-            return error
-        seen.add(id(error))
-        error = error.__cause__ or error.__context__
-    return None
+    return next((link for link in error_chain(error) if isinstance(link, kind)), None)
