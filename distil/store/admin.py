@@ -28,7 +28,7 @@ from pathlib import Path
 
 from distil.common.diskspace import human_bytes
 from distil.errors import DistilError
-from distil.store.artifacts import BUILD_DIR, MANIFEST, file_problem, process_alive
+from distil.store.artifacts import BUILD_DIR, MANIFEST, file_problem, process_alive, still_linked
 
 PROG = "distil-cache"
 NOT_KINDS = {"tmp", "locks", "checkpoints"}  # every other directory under the root holds one kind of artifact
@@ -213,20 +213,12 @@ def build_lock(root: Path, key: str, create: bool = True) -> Iterator[bool]:
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            ours = not create or is_linked(fd, path)  # a lock file another prune removed is nobody's lock
+            ours = not create or still_linked(fd, path)  # a lock file another prune removed is nobody's lock
         except BlockingIOError:
             ours = False
         yield ours
     finally:
         os.close(fd)  # releases the lock
-
-
-def is_linked(fd: int, path: Path) -> bool:
-    """Whether the open file `fd` is still the one at `path`."""
-    try:
-        return os.path.samestat(os.fstat(fd), os.stat(path))
-    except FileNotFoundError:
-        return False
 
 
 def unused_locks(root: Path, gone: set[Path]) -> list[Path]:
@@ -252,7 +244,7 @@ def remove_unused_lock(path: Path) -> bool:
         return False
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        if not is_linked(fd, path):
+        if not still_linked(fd, path):
             return False
         path.unlink()
         return True

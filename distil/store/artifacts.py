@@ -116,13 +116,21 @@ class ArtifactStore:
         except OSError:
             return None
 
+    def _writable_lock(self, key: str, mode: str):
+        """`key`'s lock file open for writing, or None in a cache this process may only read."""
+        handle = self._open_lock(key, mode)
+        if handle is not None and not handle.writable():
+            handle.close()
+            return None
+        return handle
+
     def can_write(self, key: str) -> bool:
         """Whether this process may write `key` here (take its lock): False in a read-only cache."""
-        handle = self._open_lock(key, "a+")
+        handle = self._writable_lock(key, "a+")
         if handle is None:
             return False
-        with handle:
-            return handle.writable()
+        handle.close()
+        return True
 
     def _hold_shared(self, key: str) -> None:
         """Keep a shared lock on `key` while this process may read it (released at exit)."""
@@ -284,10 +292,8 @@ class ArtifactStore:
         writes its pid into the lock file, so a waiting run can say whom it waits for. A process
         that has to wait first runs `while_waiting()`, if given (help with the build it waits for). Raises
         DistilError in a cache this process may only read: whatever takes this lock writes there."""
-        handle = self._open_lock(key, "a+")
-        if handle is None or not handle.writable():
-            if handle is not None:
-                handle.close()
+        handle = self._writable_lock(key, "a+")
+        if handle is None:
             raise DistilError(f"the cache {self.root} is read-only, and this run has to write {key} there; give "
                               f"paths.cache a writable directory (a copy of this one keeps what it holds) or make "
                               f"it writable")
@@ -352,10 +358,8 @@ class ArtifactStore:
     def try_lock(self, key: str) -> Iterator[bool]:
         """True while we hold `key`'s exclusive lock, False if another run holds it (no waiting) or the
         cache is read-only (nothing in it may be removed from here)."""
-        handle = self._open_lock(key, "a")
-        if handle is None or not handle.writable():
-            if handle is not None:
-                handle.close()
+        handle = self._writable_lock(key, "a")
+        if handle is None:
             yield False
             return
         with handle:
@@ -435,11 +439,12 @@ def manifest_files(path: Path) -> dict | None:
 
 
 def still_linked(handle, path: Path) -> bool:
-    """Whether the open lock file `handle` is still the one at `path`. `distil cache prune --stale` unlinks a
-    lock file nobody holds, holding its lock: a process that opened it just before, and waited, then holds a
-    lock no other process can see, so it takes the lock of the file now at `path` instead."""
+    """Whether the open lock file `handle` (a file object or descriptor) is still the one at `path`. `distil
+    cache prune --stale` unlinks a lock file nobody holds, holding its lock: a process that opened it just
+    before, and waited, then holds a lock no other process can see, so it takes the lock of the file now at
+    `path` instead."""
     try:
-        return os.path.samestat(os.fstat(handle.fileno()), os.stat(path))
+        return os.path.samestat(os.fstat(handle if isinstance(handle, int) else handle.fileno()), os.stat(path))
     except FileNotFoundError:
         return False
 
