@@ -17,6 +17,7 @@ import torch
 from distil.cli import run as cli_run
 from distil.common.atomic import write_atomic
 from distil.common.diskspace import disk_full, disk_full_message
+from distil.teacher.load import teacher_config
 from distil.training import checkpoint as checkpoint_module
 from distil.training.checkpoint import Checkpoint
 from tests.test_cli import distil_in_process
@@ -321,7 +322,7 @@ def test_a_run_short_of_space_is_warned_before_the_work(smoke_cfg, monkeypatch, 
     teacher = store.root / "teachers" / store.key(cfg.teacher.name, teacher_spec(cfg.teacher, data, cfg.seed))
     teacher.mkdir(parents=True)
     (teacher / "manifest.json").write_text("{}")
-    targets = diskspace.target_bytes(cfg.teacher, plan, data, prepared)
+    targets = diskspace.target_bytes(teacher_config(cfg.teacher), plan, data, prepared)
     assert diskspace.bytes_needed(cfg.teacher, plan, data, prepared, store, cfg.seed) == targets + diskspace.SLACK
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 
 import torch
-from transformers import AutoConfig, AutoModel, BertConfig
+from transformers import AutoModel
 
 from distil.common.diskspace import OUTPUTS_ENV, free_bytes, human_bytes
 from distil.config.schema import TeacherConfig
@@ -21,7 +21,7 @@ from distil.data.split import TaskData
 from distil.run.plan import RunPlan
 from distil.store.artifacts import MANIFEST, ArtifactStore
 from distil.teacher.finetune import teacher_spec
-from distil.teacher.load import TINY_VOCAB, resolve_source
+from distil.teacher.load import teacher_config
 
 log = logging.getLogger(__name__)
 
@@ -49,41 +49,28 @@ def space_warnings(teacher: TeacherConfig, plan: RunPlan, data: TaskData, prepar
 def bytes_needed(teacher: TeacherConfig, plan: RunPlan, data: TaskData, prepared: dict[str, PreparedSplit],
                  store: ArtifactStore, seed: int) -> int | None:
     """The peak the run adds to the disk: the fine-tuning checkpoint while the teacher trains, or later the
-    teacher, its targets and the student together. None when the teacher's size cannot be read offline."""
+    teacher, its targets and the student together. None when the teacher's config cannot be read offline."""
+    config = teacher_config(teacher)  # read once: the teacher's size and its hidden width
+    if config is None:
+        return None
     teacher_bytes = 0
     key = store.key(teacher.name, teacher_spec(teacher, data, seed))
     if not (store.root / "teachers" / key / MANIFEST).is_file():  # not store.find: no checksums of the teacher twice
-        params = teacher_params(teacher)
-        if params is None:
-            return None
-        teacher_bytes = params * FP32
-    targets = target_bytes(teacher, plan, data, prepared)
+        teacher_bytes = parameter_count(config) * FP32
+    targets = target_bytes(config, plan, data, prepared)
     return max(CHECKPOINT_COPIES * teacher_bytes, teacher_bytes + targets) + SLACK
 
 
-def teacher_params(teacher: TeacherConfig) -> int | None:
-    """The teacher's parameter count, from its config alone (built on the meta device: no memory, no weights)."""
-    config = teacher_config(teacher)
-    if config is None:
-        return None
+def parameter_count(config) -> int:
+    """A transformers model's parameter count, from its config alone (built on the meta device: no memory,
+    no weights)."""
     with torch.device("meta"):
         model = AutoModel.from_config(config)
     return sum(p.numel() for p in model.parameters())
 
 
-def teacher_config(teacher: TeacherConfig):
-    if teacher.name_or_path == "random":
-        return BertConfig(vocab_size=len(TINY_VOCAB), **(teacher.random_init or {}))
-    try:
-        source = resolve_source(teacher)
-        return AutoConfig.from_pretrained(source, local_files_only=True)
-    except Exception:  # noqa: BLE001 - not on this machine yet, or not readable: loading it reports that in full
-        return None
-
-
-def target_bytes(teacher: TeacherConfig, plan: RunPlan, data: TaskData, prepared: dict[str, PreparedSplit]) -> int:
+def target_bytes(config, plan: RunPlan, data: TaskData, prepared: dict[str, PreparedSplit]) -> int:
     """Float16 logits of every split (per wordpiece for tagging) and, with a cached layer, its hidden states."""
-    config = teacher_config(teacher)
     hidden = getattr(config, "hidden_size", 0) if plan.cached_layer is not None else 0
     outputs = plan.task.num_outputs(data.label_names)
     total = 0

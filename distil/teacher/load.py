@@ -107,6 +107,13 @@ def _architecture(cfg: TeacherConfig, key: str) -> int | None:
     return None if config is None else getattr(config, key, None)
 
 
+def teacher_config(cfg: TeacherConfig):
+    """The teacher's transformers config, a random teacher's included (None when it cannot be read yet)."""
+    if cfg.name_or_path == "random":
+        return BertConfig(vocab_size=len(TINY_VOCAB), **(cfg.random_init or {}))
+    return _config(cfg)
+
+
 def _config(cfg: TeacherConfig):
     """The teacher's transformers config (None when it cannot be read yet: loading reports why in full)."""
     if cfg.name_or_path.startswith("pkg:"):
