@@ -68,7 +68,7 @@ class ClassificationTask(Task):
         Dev, not the labeled split: labeled sets are often drawn N per class, where every
         class ties and the "majority" would be arbitrary."""
         majority = int(np.bincount(dev.labels.numpy()).argmax())
-        return self.score(one_hot_rows(len(test), majority, len(names)), test, names)
+        return self.score(one_hot_rows(len(test.labels), majority, len(names)), test, names)
 
     def floors(self, labeled: PreparedSplit, dev: PreparedSplit, splits: dict[str, PreparedSplit],
                names: list[str]) -> dict:
@@ -77,11 +77,8 @@ class ClassificationTask(Task):
         if not len(dev.labels):
             return {}
         majority = int(np.bincount(dev.labels.numpy(), minlength=len(names)).argmax())
-
-        def always(split: PreparedSplit) -> dict:
-            return self.score(one_hot_rows(len(split.labels), majority, len(names)), split, names)
-
-        return {"majority_class": {"label": names[majority], **{name: always(split) for name, split in splits.items()}}}
+        return {"majority_class": {"label": names[majority],
+                                   **{name: self.baseline(dev, split, names) for name, split in splits.items()}}}
 
     def diagnostics(self, logit_chunks) -> dict:
         """Mukherjee & Awadallah Table 9: the variance of the teacher's class probabilities
