@@ -39,4 +39,4 @@ def cut_all(texts: list[str], max_length: int) -> list[str]:
     limit = readable_chars(max_length)
     if all(len(text) <= limit for text in texts):
         return texts
-    return [text if len(text) <= limit else text[:limit] for text in texts]
+    return [cut_for_tokenizer(text, max_length) for text in texts]
