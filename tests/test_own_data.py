@@ -216,7 +216,7 @@ def test_regression_needs_numbers(toy_table):
     cfg = dataset_cfg(data_dir, task="regression", files={"train": "train.tsv"})
     with pytest.raises(DistilError) as error:
         raw_splits_of(cfg, str(data_dir))
-    assert str(error.value) == ("dataset 't': train.tsv has 'high' in label column 'label'; "
+    assert str(error.value) == (f"dataset 't': {data_dir / 'train.tsv'} line 3 has 'high' in label column 'label'; "
                                 "a regression task needs a number in every row")
 
 

@@ -46,7 +46,7 @@ def test_distil_data_refuses_a_non_finite_score_naming_the_file_and_row(tmp_path
         main(["toy-sts", f"dataset.path={root}"])
     err = capsys.readouterr().err.strip()
     assert exit_.value.code == 2
-    assert err == (f"distil data: error: dataset 'toy-sts': train.tsv row 3 (counting examples, not the header) has "
+    assert err == (f"distil data: error: dataset 'toy-sts': {root / 'train.tsv'} line 4 has "
                    f"score {shown} in label column 'score'; a regression task needs a finite number in every row: "
                    f"fix or drop that row")
 
@@ -56,7 +56,7 @@ def test_every_score_nan_is_the_same_error_not_the_learning_rate(tmp_path, monke
     code, out, err = distil_in_process(["debug=smoke", "dataset=toy-sts", f"dataset.path={root}"],
                                        tmp_path, monkeypatch, capsys)
     assert code == 2
-    assert "train.tsv row 1 (counting examples, not the header) has score nan" in err
+    assert f"{root / 'train.tsv'} line 2 has score nan" in err
     assert "lr" not in err and len(err.strip().splitlines()) == 1
 
 

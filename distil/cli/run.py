@@ -44,6 +44,8 @@ UNEXPECTED_EXIT = 1  # a bug (bad input exits 2): the traceback is in the run's 
 # failed metrics.json (a few hundred bytes; 16 KiB covers a long override list and the disk's blocks).
 RESERVE = ".metrics.json.reserve"
 RESERVE_BYTES = 16 * 1024
+# The student the dataset's task chose for this invocation (distil/config/task_student.py), if it chose one.
+CHOSEN_FOR_TASK: dict[str, str] = {}
 INTERRUPTED = ("distil: interrupted; rerun the same command to continue (finished teachers and cached targets "
                "are reused)")
 
@@ -66,6 +68,11 @@ def _run(cfg: DictConfig) -> float | None:
     # The user's name, not the borrowed option (`dataset=mrpc dataset.name=rte` is rte).
     choices["dataset"] = cfg.dataset.name
     choices["seed"] = cfg.seed
+    if CHOSEN_FOR_TASK.get("student") == choices["student"]:
+        from distil.config.task_student import note
+
+        logging.getLogger(__name__).info(note(choices["student"]))
+        choices["student_chosen_by"] = "task"  # not the user: the task's default student (metrics.json)
 
     def fail(reason: str, line: str, code: int) -> None:
         """metrics.json says why; a single run exits, a sweep records the cell and goes on. Under
@@ -236,6 +243,7 @@ def _main() -> None:
     from distil.config.overrides import CONFIG_DIR_ENV, check_overrides, with_config_dir_env
 
     FAILED_CELLS.clear()  # one invocation's sweep failures only
+    CHOSEN_FOR_TASK.clear()
     args = with_config_dir_env(sys.argv[1:], os.environ.get(CONFIG_DIR_ENV))
     problem = check_overrides(args, CONF_DIR)
     if problem:
@@ -250,6 +258,11 @@ def _main() -> None:
             sys.exit(2)
         if not distributed.is_main():
             args = [*args, *QUIET_RANK]
+    try:
+        args = [*args, *task_default_student(args)]
+    except DistilError as error:
+        print(f"distil: error: {error}", file=sys.stderr)
+        sys.exit(2)
     sys.argv[1:] = args  # Hydra reads sys.argv: DISTIL_CONFIG_DIR is now a hydra.searchpath entry
     try:
         _run()
@@ -270,3 +283,30 @@ def _main() -> None:
               f"{', '.join(FAILED_CELLS)}", file=sys.stderr)
         sys.exit(2)
 
+
+def task_default_student(args: list[str]) -> list[str]:
+    """[`student=<the task's default>`] where the dataset's task has a default student that nothing chose
+    (distil/config/task_student.py), else []: a sweep gets it when every cell would. Records the choice in
+    CHOSEN_FOR_TASK. Arguments that do not compose add nothing: Hydra reports them as it composes."""
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+    from hydra._internal.utils import get_args_parser
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    from distil.config.compose import task_student_for
+
+    parsed, _ = get_args_parser().parse_known_args(args)
+    try:
+        cells = (BasicSweeper.split_arguments(OverridesParser.create().parse_overrides(parsed.overrides), None)[0]
+                 if parsed.multirun else [parsed.overrides])
+        added = {tuple(task_student_for(cell)) for cell in cells}
+    except (HydraException, OmegaConfBaseException, DistilError):
+        return []
+    if len(added) > 1:
+        student = next(chosen for chosen in added if chosen)[0].partition("=")[2]
+        raise DistilError(f"this sweep's cells default to different students ({student} for sentence-pair "
+                          f"regression, the main config's student for the others); choose one for every cell "
+                          f"with student=...")
+    chosen = list(added.pop())
+    if chosen:
+        CHOSEN_FOR_TASK["student"] = chosen[0].partition("=")[2]
+    return chosen

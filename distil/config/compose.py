@@ -28,6 +28,7 @@ from distil.config.overrides import (
     with_config_dir_env,
 )
 from distil.config.schema import CONF_DIR, check_config, register_configs
+from distil.config.task_student import student_chosen, task_student
 from distil.errors import DistilError, error_chain
 
 OVERRIDE_FIX = "fix that override (distil --cfg job shows the composed config)"
@@ -48,6 +49,9 @@ def compose_run_config(overrides: list[str]) -> DictConfig:
         raise DistilError(problem)
     try:
         cfg = copy.deepcopy(composed(tuple(overrides)))  # a copy of the shared composition: it is changed below
+        if chosen := task_student_override(cfg, overrides):
+            overrides = [*overrides, *chosen]
+            cfg = copy.deepcopy(composed(tuple(overrides)))
         replace_files_map(cfg, overrides)
         check_config(cfg)
     except (HydraException, OmegaConfBaseException) as error:
@@ -66,17 +70,38 @@ def compose_overrides(overrides: Sequence[str], config_dirs: str | None) -> Dict
     problem = check_overrides(args, CONF_DIR)
     if problem:
         raise ComposeProblem(problem)
-    groups = [arg for arg in args if not _is_value_override(arg)]
-    values = [arg for arg in args if _is_value_override(arg)]
     try:
-        cfg = copy.deepcopy(composed(tuple(groups)))
-        ConfigLoaderImpl._apply_overrides_to_config(OverridesParser.create().parse_overrides(values), cfg)
+        cfg = _with_values(args)
+        if chosen := task_student_override(cfg, args):
+            cfg = _with_values([*args, *chosen])
         check_config(cfg)  # a cell out of range fails before any cell runs, as a run would
         return cfg
     except (HydraException, OmegaConfBaseException) as error:
         raise ComposeProblem(hydra_message(error)) from error
     except DistilError as error:
         raise ComposeProblem(str(error)) from error
+
+
+def task_student_for(args: Sequence[str]) -> list[str]:
+    """The overrides `distil` adds to `args` before Hydra composes them: [`student=<the task's default>`] or []
+    (task_student_override). Raises what composing `args` raises."""
+    return task_student_override(_with_values(args), args)
+
+
+def task_student_override(cfg: DictConfig, args: Sequence[str]) -> list[str]:
+    """[`student=<the task's default>`] for a config composed from `args` whose task has a default student
+    that nothing in `args` chose; else []."""
+    student = task_student(cfg.dataset)
+    return [f"student={student}"] if student and not student_chosen(tuple(args)) else []
+
+
+def _with_values(args: Sequence[str]) -> DictConfig:
+    """A copy of the composition of the group overrides among `args`, the value overrides applied to it."""
+    groups = tuple(arg for arg in args if not _is_value_override(arg))
+    values = [arg for arg in args if _is_value_override(arg)]
+    cfg = copy.deepcopy(composed(groups))
+    ConfigLoaderImpl._apply_overrides_to_config(OverridesParser.create().parse_overrides(values), cfg)
+    return cfg
 
 
 def _is_value_override(arg: str) -> bool:

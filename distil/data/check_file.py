@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import gzip
+import itertools
 import json
 import zlib
 from collections.abc import Iterator
@@ -43,6 +44,30 @@ def read_csv_rows(file: Path, fmt: str) -> Iterator[list[str]]:
     opener = gzip.open if file.suffix == ".gz" else open
     with opener(file, "rt", encoding="utf-8", errors="replace", newline="") as handle, fields_of_any_size():
         yield from (row for row in csv.reader(handle, **CSV_DIALECTS[fmt]) if row)
+
+
+def example_line(file: Path, fmt: str, header: bool, index: int) -> int:
+    """The 1-based line of `file` where its example `index` (0-based, as the builder numbers them: the
+    header and blank lines are no examples) begins, as an editor counts lines. Read again only when an
+    example is reported: a row's line is worth nothing until then."""
+    lines = text_lines(file, str(file))
+    if fmt == "jsonl":
+        starts = (number for number, line in enumerate(lines, start=1) if line.strip())
+    else:
+        starts = _row_starts(csv.reader(lines, **CSV_DIALECTS[fmt]))
+        if header:
+            next(starts, None)
+    return next(itertools.islice(starts, index, None))
+
+
+def _row_starts(reader) -> Iterator[int]:
+    """The line each non-blank row of a csv reader begins on (a quoted field may span lines)."""
+    with fields_of_any_size():
+        end = 0
+        for row in reader:
+            if row:
+                yield end + 1
+            end = reader.line_num
 
 
 @contextmanager

@@ -12,14 +12,15 @@ from __future__ import annotations
 import gzip
 import importlib.util
 import re
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import datasets
 
 from distil.config.schema import DatasetConfig
-from distil.data.check_file import CSV_DIALECTS, check_text_file, read_csv_rows, text_lines
+from distil.data.check_file import CSV_DIALECTS, check_text_file, example_line, read_csv_rows, text_lines
 from distil.data.conll import read_conll
-from distil.data.task import NO_LABEL, DataTask
+from distil.data.task import NO_LABEL, BadRow, DataTask
 from distil.errors import DistilError, check_choice
 
 TABULAR_BUILDERS = {"tsv": ("csv", {"delimiter": "\t"}), "csv": ("csv", {}), "jsonl": ("json", {}),
@@ -100,19 +101,21 @@ def load_unlabeled_file(cfg: DatasetConfig, task: DataTask, data_dir: str) -> da
     file = resolve_data_path(cfg.path, data_dir) / cfg.unlabeled_file
     if not file.is_file():
         raise DistilError(f"dataset '{cfg.name}': unlabeled file {file} not found; check paths.data_dir")
-    lines = read_text_lines(file, f"dataset '{cfg.name}'", "dataset.unlabeled_file")
+    where = f"dataset '{cfg.name}'"
     if task.inputs == "text":
+        lines = read_text_lines(file, where, "dataset.unlabeled_file")
         ds = datasets.Dataset.from_dict({"text": lines, "language": [""] * len(lines),
                                          task.label_column: [NO_LABEL] * len(lines)})
         return ds.map(_strip_html) if cfg.strip_html else ds
-    return _unlabeled_sentences(cfg, task, file, lines)
+    return _unlabeled_sentences(cfg, task, file, text_lines(file, where, "dataset.unlabeled_file"))
 
 
-def _unlabeled_sentences(cfg: DatasetConfig, task: DataTask, file: Path, lines: list[str]) -> datasets.Dataset:
-    """A tagging task's unlabeled file: words, their language, and a NO_LABEL tag per word."""
+def _unlabeled_sentences(cfg: DatasetConfig, task: DataTask, file: Path, lines: Iterable[str]) -> datasets.Dataset:
+    """A tagging task's unlabeled file: words, their language, and a NO_LABEL tag per word (a line is
+    named by its number in the file, blank lines counted)."""
     languages = list(cfg.languages or [""])
     tokens, language = [], []
-    for number, line in enumerate(lines, 1):
+    for number, line in enumerate((line.strip() for line in lines), 1):
         lang, tab, sentence = line.partition("\t")
         if not tab:
             lang, sentence = languages[0], line
@@ -190,7 +193,8 @@ def _load_hub(cfg: DatasetConfig, task: DataTask, local: Path | None, hub_offlin
             except Exception as error:  # connection, missing config, ...: all end the run
                 raise DistilError(f"dataset '{cfg.name}': cannot load {cfg.hub.name}/{config} "
                                   f"from the hub: {error}") from error
-            ds = _canonical_columns(cfg, task, _names_for_class_labels(ds), f"hub split {hub_split}", split)
+            ds = _canonical_columns(cfg, task, _names_for_class_labels(ds), f"hub split {hub_split}", split,
+                                    lambda index, where=f"{cfg.hub.name} split {hub_split}": f"{where} row {index + 1}")
             parts.append(_with_language(ds, lang))
         splits[split] = datasets.concatenate_datasets(parts)
     return splits
@@ -232,11 +236,15 @@ def _load_file(cfg: DatasetConfig, task: DataTask, file: Path, split: str) -> da
         cause = " ".join(str(error).split())  # one line, whatever the builder wrote
         raise DistilError(f"dataset '{cfg.name}': cannot read {file} as {cfg.format} ({cause}); check that "
                           f"dataset.format matches the file") from error
-    return _canonical_columns(cfg, task, ds, file.name, split)
+    if cfg.format == "parquet":  # no lines: an example is a row
+        return _canonical_columns(cfg, task, ds, file.name, split, lambda index: f"{file} row {index + 1}")
+    return _canonical_columns(cfg, task, ds, file.name, split, lambda index: (
+        f"{file} line {example_line(file, cfg.format, tabular_text and cfg.header, index)}"))
 
 
 def _canonical_columns(cfg: DatasetConfig, task: DataTask, ds: datasets.Dataset, source: str,
-                       split: str) -> datasets.Dataset:
+                       split: str, example: Callable[[int], str]) -> datasets.Dataset:
+    """`example(index)` names an example as the user finds it: "<file> line 4", "hub split train row 3"."""
     wanted = task.source_columns(cfg)  # dataset.<role> -> canonical column
     for role in wanted:
         column = cfg[role]
@@ -255,7 +263,10 @@ def _canonical_columns(cfg: DatasetConfig, task: DataTask, ds: datasets.Dataset,
     for column in ("text", "text_pair"):
         if column in ds.column_names:
             ds = ds.cast_column(column, datasets.Value("string"))
-    return task.cast_source_labels(ds, f"dataset '{cfg.name}': {source}", cfg.label_column)
+    try:
+        return task.cast_source_labels(ds, f"dataset '{cfg.name}': {source}", cfg.label_column)
+    except BadRow as bad:
+        raise DistilError(f"dataset '{cfg.name}': {example(bad.index)} {bad.problem}") from None
 
 
 def _check_labels_are_classes(cfg: DatasetConfig, task: DataTask, train: datasets.Dataset) -> None:

@@ -8,7 +8,18 @@ from typing import Protocol
 
 import datasets
 
+from distil.errors import DistilError
+
 NO_LABEL = -1  # a transfer-set example (or token) has no gold label
+
+
+class BadRow(DistilError):
+    """A problem of one example a task found in what a reader read: raised with the example's 0-based
+    index, the reader names the example as its user finds it (a file's line, a hub split's row)."""
+
+    def __init__(self, index: int, problem: str):
+        self.index, self.problem = index, problem  # problem: "has score nan in label column 'score'; ..."
+        super().__init__(f"row {index + 1} {problem}")
 
 
 class DataTask(Protocol):
@@ -21,6 +32,7 @@ class DataTask(Protocol):
     label_column: str
 
     def source_columns(self, dataset_cfg) -> dict[str, str]: ...
+    # raises BadRow for an example whose label cannot be read
     def cast_source_labels(self, ds: datasets.Dataset, where: str, column: str) -> datasets.Dataset: ...
     def label_names(self, train: datasets.Dataset, configured: Sequence[str] | None) -> list[str]: ...
     def check_label_names(self, names: list[str], where: str) -> None: ...

@@ -13,6 +13,7 @@ import pandas as pd
 import torch
 
 from distil.data.prepared import PreparedSplit
+from distil.data.task import BadRow
 from distil.errors import DistilError
 from distil.tasks.base import Task
 from distil.tasks.text import encode_user_text, encode_user_texts, prepare_texts
@@ -40,16 +41,15 @@ class RegressionTask(Task):
         self.inputs = "pair" if pair else "text"
 
     def cast_source_labels(self, ds: datasets.Dataset, where: str, column: str) -> datasets.Dataset:
-        for row, value in enumerate(ds[self.label_column][:], start=1):
+        for index, value in enumerate(ds[self.label_column][:]):
             try:
                 number = float(value)
             except (TypeError, ValueError):
-                raise DistilError(f"{where} has {value!r} in label column '{column}'; a regression task needs "
-                                  f"a number in every row") from None
+                raise BadRow(index, f"has {value!r} in label column '{column}'; a regression task needs a number "
+                                    f"in every row") from None
             if not math.isfinite(number):  # nan/inf parse as floats, then poison every mean, loss and score
-                raise DistilError(f"{where} row {row} (counting examples, not the header) has score {value} in "
-                                  f"label column '{column}'; a regression task needs a finite number in every "
-                                  f"row: fix or drop that row")
+                raise BadRow(index, f"has score {value} in label column '{column}'; a regression task needs a "
+                                    f"finite number in every row: fix or drop that row")
         return ds.cast_column(self.label_column, datasets.Value("float64"))
 
     def label_names(self, train, configured) -> list[str]:
