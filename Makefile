@@ -6,7 +6,7 @@ export HF_HUB_OFFLINE ?= 1
 export HF_DATASETS_OFFLINE ?= 1
 
 .PHONY: help install demo test test-slow bench-suite bench docs lint clean schedules-xd schedules-mukherjee students-bbc mrpc wikiann \
-	tables tables-status table-% results frontier gpu-check
+	tables tables-status table-% results frontier search-sst2 gpu-check
 
 help:  ## list the targets (the default)
 	@grep -E '^[a-z0-9.%-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 22
@@ -83,6 +83,9 @@ tables-status:  ## how far every paper table is: cells done (here or recorded in
 
 frontier:  ## every student on one cached teacher: accuracy, size, speed, Pareto plot (SST-2, MRPC, WikiANN)
 	distil table --all --set frontier --scale cpu --frontier-targets
+
+search-sst2:  ## the most accurate SST-2 student under 1 ms and 10 MB: distil search sst2 -> outputs/search/sst2 (rerun to resume)
+	distil search sst2
 
 docs:  ## build the documentation site (mkdocs-material) into site/, strictly: a broken link or a page missing from the nav fails
 	NO_MKDOCS_2_WARNING=1 DISABLE_MKDOCS_2_WARNING=true $(PYTHON) -m mkdocs build --strict

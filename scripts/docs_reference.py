@@ -34,7 +34,8 @@ HELP_WIDTH = "100"  # argparse wraps to $COLUMNS: fixed, so the page does not de
 MAX_OPTION_LINES = 30  # more (a table preset: hundreds of keys) and an option shows one line per top-level key
 MAX_VALUE_CHARS = 160  # ... each value cut to this length
 # Option folders that are not groups of the run config, with the schema of their files and how one is used.
-NOT_RUN_GROUPS = {"table": ("distil.tables.preset", "TablePreset", "distil table {option}")}
+NOT_RUN_GROUPS = {"table": ("distil.tables.preset", "TablePreset", "distil table {option}"),
+                  "search": ("distil.search.preset", "SearchPreset", "distil search {option}")}
 GENERATED = "Generated from {source} by scripts/docs_reference.py at every build: do not edit it by hand."
 
 

@@ -6,7 +6,8 @@ to top, each folder with its floor; a module may import its own folder or a lowe
   ground   errors, common, config, store, training     know nothing of the papers' domain
   domain   data, tasks, then teacher, students, augment, then pretrain
   above    peers, serve (a saved student: needs no training code), then run (one run)
-  wings    bench, then papers and tables                 sit on top; nothing below imports them
+  wings    bench, then papers and tables, then search    sit on top; nothing below imports them
+           (search: trials are tables' cells)
   cli      the `distil` command                          nothing imports it
            (and distil/__main__.py, `python -m distil`: an entry point like the console script)
 """
@@ -24,8 +25,8 @@ FLOORS = {
     "errors": 0, "common": 1, "config": 2, "store": 3, "training": 4,
     "data": 5, "tasks": 6, "teacher": 7, "students": 7, "augment": 7, "pretrain": 8,
     "peers": 9, "serve": 9, "run": 10,
-    "bench": 11, "papers": 12, "tables": 12,
-    "cli": 13,
+    "bench": 11, "papers": 12, "tables": 12, "search": 13,
+    "cli": 14,
 }
 GROUND = ("errors", "common", "config", "store", "training")
 DOMAIN = ("data", "tasks", "teacher", "students", "augment", "pretrain")
@@ -142,3 +143,8 @@ def test_the_rules_catch_an_upward_import(tmp_path):
     source = tmp_path / "x.py"
     source.write_text("def f():\n    from distil.run.pipeline import run\n")
     assert "distil.run.pipeline" in imports_of(source)
+
+
+def test_a_search_reads_cells_and_never_imports_a_run_directly():
+    """distil/search drives runs only as table cells (distil.tables.run starts `distil` in a subprocess)."""
+    assert [f"{s} -> {t}" for s, t in edges() if folder(s) == "search" and folder(t) == "run"] == []

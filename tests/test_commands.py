@@ -32,18 +32,19 @@ def test_help_lists_every_subcommand_then_the_hydra_app(tmp_path, monkeypatch, c
     code, out, _ = distil_in_process(["--help"], tmp_path, monkeypatch, capsys)
     assert code == 0
     listed = out.split("distil SUB --help")[0]
-    for name in ("report", "data", "cache", "predict", "card", "export", "pretrain", "table", "bench", "paper"):
+    for name in ("report", "data", "cache", "predict", "card", "export", "pretrain", "table", "search", "bench",
+                 "paper"):
         assert f"\n  {name} " in listed, name
-    assert set(SUBCOMMANDS) == {"report", "data", "cache", "predict", "card", "export", "pretrain", "table", "bench",
-                                "paper"}
+    assert set(SUBCOMMANDS) == {"report", "data", "cache", "predict", "card", "export", "pretrain", "table", "search",
+                                "bench", "paper"}
     assert "== Configuration groups ==" in out.split("distil SUB --help")[1]  # the Hydra app's usage follows
 
 
 @pytest.mark.parametrize("args", [["report"], ["data"], ["cache"], ["predict"], ["card"], ["export"], ["pretrain"],
-                                  ["table"], ["bench"], ["paper"], ["bench", "students"], ["bench", "cache"],
-                                  ["bench", "checkpoint"], ["bench", "all"], ["paper", "tang-table2"],
-                                  ["paper", "turc-table1"], ["paper", "wu-table2"], ["paper", "wu-table5"],
-                                  ["paper", "all"]])
+                                  ["table"], ["search"], ["bench"], ["paper"], ["bench", "students"],
+                                  ["bench", "cache"], ["bench", "checkpoint"], ["bench", "all"],
+                                  ["paper", "tang-table2"], ["paper", "turc-table1"], ["paper", "wu-table2"],
+                                  ["paper", "wu-table5"], ["paper", "all"]])
 def test_each_subcommand_explains_itself(args, tmp_path, monkeypatch, capsys):
     code, out, err = distil_in_process([*args, "--help"], tmp_path, monkeypatch, capsys)
     assert code == 0, err

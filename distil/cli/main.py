@@ -20,6 +20,7 @@ SUBCOMMANDS = {
     "export": ("export", "main", "a run's student as ONNX (and int8), checked against PyTorch on its test split"),
     "pretrain": ("pretrain", "main", "build a student's task-independent start (masked LM or SRA)"),
     "table": ("table", "main", "run the missing cells of paper tables and write them (and --frontier-targets)"),
+    "search": ("search", "main", "the most accurate student under a latency and size limit: a search over students"),
     "bench": ("bench", "main", "students | cache | checkpoint | all: size, speed and cost on this machine"),
     "paper": ("paper", "main", "tang-table2 | turc-table1 | wu-table2 | wu-table5 | all: a paper's measurements"),
 }

@@ -39,16 +39,17 @@ CPU_ESTIMATE = re.compile(r"# cpu scale: (~\d+ minutes?(?: extra)?)")
 AXES = ("rows", "columns")  # built here, not by OmegaConf: their overrides are a list or a per-scale map
 
 
-def preset_dirs() -> list[Path]:
-    """Where presets are looked up by name: the user's DISTIL_CONFIG_DIR tables first, then ours."""
-    user = [Path(d) / "table" for d in os.environ.get(CONFIG_DIR_ENV, "").split(os.pathsep) if d]
-    return [*user, PRESET_DIR]
+def preset_dirs(group: str = "table", ours: Path = PRESET_DIR) -> list[Path]:
+    """Where presets are looked up by name: the user's DISTIL_CONFIG_DIR `<group>/` folders first, then
+    ours (`group`: table, or search for distil search's presets in `ours`)."""
+    user = [Path(d) / group for d in os.environ.get(CONFIG_DIR_ENV, "").split(os.pathsep) if d]
+    return [*user, ours]
 
 
-def preset_files() -> dict[str, Path]:
+def preset_files(group: str = "table", ours: Path = PRESET_DIR) -> dict[str, Path]:
     """name -> file of every preset found by name (an earlier directory wins)."""
     files: dict[str, Path] = {}
-    for directory in reversed(preset_dirs()):
+    for directory in reversed(preset_dirs(group, ours)):
         files.update({path.stem: path for path in directory.glob("*.yaml")})
     return dict(sorted(files.items()))
 

@@ -1,0 +1,1 @@
+"""`distil search`: a multi-objective search over students on one cached teacher, each trial a table cell."""

@@ -1,0 +1,147 @@
+"""`distil search`: the Pareto set, the limits, a real search on the toy fixtures, killed and resumed."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+
+import pytest
+
+from distil.cli.search import main
+from distil.search.pareto import best_within, pareto_front
+from distil.search.preset import load_search
+from distil.search.space import check_space, suggest
+
+PRESET = """\
+name: tiny-search
+base: [debug=smoke]
+seed: 1
+reference: [student=bilstm]
+trials: 3
+limits: {max_latency_ms: 1000.0, max_size_mb: 10.0}
+threads: 1
+space:
+  student:
+    bilstm: {student.hidden_size: [32]}  # the reference's own run (debug=smoke): one cell trains
+  backend: [eager, onnx-int8]
+"""
+
+
+def test_the_pareto_front_keeps_exactly_the_points_nothing_beats():
+    points = [(0.9, 2.0), (0.8, 1.0), (0.85, 3.0), (0.9, 2.0), (0.7, 0.5), (0.8, 1.5)]
+    assert pareto_front(points) == [0, 1, 3, 4]  # equal points both stay; (0.85, 3) and (0.8, 1.5) are beaten
+    assert pareto_front([]) == []
+
+
+def test_the_best_is_the_highest_dev_score_within_both_limits_the_faster_of_equals():
+    points = [(0.9, 2.0, 5.0), (0.8, 1.0, 5.0), (0.8, 0.9, 20.0), (0.8, 0.8, 5.0)]
+    assert best_within(points, 1.0, 10.0) == 3
+    assert best_within(points, None, None) == 0
+    assert best_within(points, 0.5, None) is None
+
+
+@pytest.mark.parametrize("name", ["toy", "sst2"])
+def test_shipped_search_presets_compose_every_choice(name):
+    preset = load_search(name)
+    check_space(preset)
+    assert preset.limits == ({"max_latency_ms": 1.0, "max_size_mb": 10.0} if name == "sst2"
+                             else {"max_latency_ms": 50.0, "max_size_mb": 10.0})
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["nope"], "distil search: error: unknown search preset 'nope'; choose one of: sst2, toy (or give a preset file)"),
+    (["toy", "--max-latency-ms", "-1"],
+     "distil search: error: argument --max-latency-ms: '-1' is not a positive number (see: distil search --help)"),
+    (["toy", "--max-size-mb", "ten"],
+     "distil search: error: argument --max-size-mb: 'ten' is not a positive number (see: distil search --help)"),
+], ids=["unknown-preset", "negative-limit", "limit-not-a-number"])
+def test_a_bad_preset_or_limit_is_one_line_and_exit_2(argv, message, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    assert exit_.value.code == 2
+    assert capsys.readouterr().err.splitlines() == [message]
+
+
+def test_a_bad_limit_in_a_preset_file_is_one_line(tmp_path, capsys):
+    path = tmp_path / "bad.yaml"
+    path.write_text(PRESET.replace("max_size_mb: 10.0", "max_size_mb: -2"))
+    with pytest.raises(SystemExit) as exit_:
+        main([str(path)])
+    assert exit_.value.code == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"distil search: error: search preset {path}: max_size_mb -2 is not a positive number; give one (e.g. "
+        f"max_size_mb: 1.0) or null for no limit"]
+
+
+def search(args: list[str], tmp_path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "DISTIL_OUTPUTS": str(tmp_path / "outputs")}
+    return subprocess.run([sys.executable, "-m", "distil", "search", *args], capture_output=True, text=True, env=env,
+                          cwd=tmp_path)
+
+
+def cells(tmp_path) -> set[str]:
+    return {path.name for path in (tmp_path / "outputs" / "cells").iterdir()}
+
+
+def dead_worker() -> str:
+    process = subprocess.Popen([sys.executable, "-c", "pass"])
+    process.wait()
+    return f"{socket.gethostname()}:{process.pid}"
+
+
+def test_a_search_runs_resumes_a_killed_trial_and_prunes_before_training(tmp_path, monkeypatch, capsys):
+    """The first search is the real command; the next two run in this process (a few seconds less each)."""
+    from optuna.trial import TrialState
+
+    from distil.search.study import KILLED, WORKER, open_study
+
+    path = tmp_path / "tiny-search.yaml"
+    path.write_text(PRESET)
+    out = tmp_path / "search"
+    ran = search([str(path), "--out", str(out)], tmp_path)
+    assert ran.returncode == 0, ran.stderr
+    assert (out / "pareto.md").read_text().startswith("# Search tiny-search: the Pareto set")
+    assert len((out / "trials.csv").read_text().splitlines()) == 4  # header + 3 trials
+    assert {p.name for p in (out / "best").iterdir()} >= {"README.md", "config.json", "model.safetensors",
+                                                          "vocab.json", "tokenizer", "search.json"}
+    trained = cells(tmp_path)
+
+    # a worker killed during a fourth trial left it RUNNING: the next search fails it and runs its choices again
+    preset = load_search(str(path))
+    study, _ = open_study(preset, out)
+    killed = study.ask()
+    killed.set_user_attr(WORKER, dead_worker())
+    choice = suggest(killed, preset)
+    monkeypatch.setenv("DISTIL_OUTPUTS", str(tmp_path / "outputs"))
+    monkeypatch.chdir(tmp_path)
+    capsys.readouterr()
+    assert main([str(path), "--out", str(out), "--trials", "4"]) == 0
+    assert f"trial {killed.number}: its worker died; marked failed, its choices queued again" in capsys.readouterr().out
+    trials = open_study(load_search(str(path)), out)[0].trials
+    assert [(t.state, t.user_attrs.get(KILLED, False)) for t in trials] == [
+        *[(TrialState.COMPLETE, False)] * 3, (TrialState.FAIL, True), (TrialState.COMPLETE, False)]
+    assert trials[4].params == killed.params and trials[4].user_attrs["overrides"] == list(choice.overrides)
+    assert cells(tmp_path) == trained  # its cell had finished: reused, not trained again
+
+    # a limit no student meets: every trial is pruned from its untrained probe, and no cell is made for it
+    path.write_text(PRESET.replace("bilstm: {student.hidden_size: [32]}", "static: {student.embedding_dim: [8]}"))
+    assert main([str(path), "--out", str(tmp_path / "pruned"), "--max-size-mb", "0.0001"]) == 1
+    pruned = open_study(load_search(str(path), {"max_size_mb": 0.0001}), tmp_path / "pruned")[0].trials
+    assert [t.state for t in pruned] == [TrialState.PRUNED] * 3
+    assert all(t.user_attrs["predicted_mb"] > 0.0001 and t.user_attrs["cell"] not in cells(tmp_path) for t in pruned)
+    assert cells(tmp_path) == trained
+    last = capsys.readouterr().err.splitlines()[-1]
+    assert last.startswith("distil search: no finished trial is within the limits") and last.endswith(
+        "; best/ not written")
+
+
+@pytest.mark.slow
+def test_the_toy_preset_searches_three_families_and_writes_its_best(tmp_path):
+    """The shipped toy preset end to end: six trials over static, BiLSTM and Transformer students."""
+    ran = search(["toy", "--out", str(tmp_path / "search")], tmp_path)
+    assert ran.returncode == 0, ran.stderr
+    assert "distil search: trials: 6 complete;" in ran.stdout
+    assert (tmp_path / "search" / "best" / "search.json").is_file()
+    assert (tmp_path / "search" / "pareto.png").is_file()
