@@ -309,7 +309,8 @@ def test_predict_on_a_directory_without_a_student(tmp_path, capsys):
     (None, "text 1 is empty; give a non-empty text to label"),
     (b"", "--file <file> has no text (it is empty or blank); give one text per line"),
     (b"\n  \n", "--file <file> has no text (it is empty or blank); give one text per line"),
-    (b"caf\xe9\n", "--file <file> is not UTF-8 text; re-save it as UTF-8"),
+    (b"caf\xe9\n", "--file: <file> line 1 is not UTF-8 (byte 0xe9); re-save the file as UTF-8, e.g. iconv -f latin1 "
+                   "-t utf-8"),
 ], ids=["empty-text", "empty-file", "blank-file", "latin1-file"])
 def test_predict_refuses_empty_or_unreadable_input(tmp_path, capsys, content, message):
     """Checked before the student loads: an empty text gets an error, not a label."""

@@ -128,3 +128,15 @@ def test_an_unlabeled_line_is_named_by_its_line_blank_lines_counted(tmp_path):
     with pytest.raises(DistilError) as error:
         task_data_of(cfg, source, ".", seed=1)
     assert str(error.value).startswith(f"dataset 'toy-ner': {tmp_path / 'extra.txt'} line 4 is in language 'zz'")
+
+
+# --- distil predict --file: the shared binary check ---------------------------------------------------
+
+def test_predict_refuses_a_binary_file_naming_its_line(tmp_path, capsys):
+    from tests.test_errors import predict_error
+
+    file = tmp_path / "texts.txt"
+    file.write_bytes(b"a fine text\n\x89PNG\x00\x01\x02\n")
+    assert predict_error([tmp_path, "--file", file], capsys) == (
+        f"distil predict: error: --file: {file} is not a text file (a NUL byte on line 2); point --file at a UTF-8 "
+        f"text file")

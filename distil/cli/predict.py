@@ -19,6 +19,7 @@ from pathlib import Path
 
 from distil.cli.parsing import Parser, run_guarded
 from distil.common.console import console_command
+from distil.data.check_file import text_lines
 from distil.errors import DistilError
 from distil.tasks.text import PAIR_SEPARATOR
 
@@ -74,13 +75,10 @@ def file_lines(file: Path) -> list[tuple[int, str]]:
         raise DistilError(f"--file {file} is a directory; give a text file, one text per line")
     if not file.exists():
         raise DistilError(f"--file {file} does not exist; check the path")
-    try:
-        with file.open(encoding="utf-8") as handle:
-            # isspace, not strip: no copy of a long line just to test it
-            lines = [(number, line.rstrip("\n")) for number, line in enumerate(handle, start=1)
-                     if not line.isspace()]
-    except UnicodeDecodeError:
-        raise DistilError(f"--file {file} is not UTF-8 text; re-save it as UTF-8") from None
+    # the encoding and binary check every reader of text files shares; isspace, not strip: no copy of a
+    # long line just to test it
+    lines = [(number, line.rstrip("\r\n")) for number, line in enumerate(text_lines(file, "--file", "--file"), start=1)
+             if not line.isspace()]
     if not lines:
         raise DistilError(f"--file {file} has no text (it is empty or blank); give one text per line")
     return lines
