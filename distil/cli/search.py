@@ -55,7 +55,8 @@ examples:
   distil search my-search.yaml --out outputs/search/mine
 
 writes to the search directory (default outputs/search/<preset>): study.db, trials.csv, pareto.{md,csv,png},
-best/ (the best student within the limits: `distil predict <dir>/best`, or Student.load)
+best/ (the best student within the limits: `distil predict <dir>/best`, or Student.load); exit code 1
+when no finished trial is within the limits (no best/)
 """
 
 

@@ -17,10 +17,10 @@ from pathlib import Path
 from distil.common.atomic import write_atomic, write_json_atomic
 from distil.search.latency import FORMS, served
 from distil.search.pareto import best_within, pareto_front
-from distil.search.study import Context
+from distil.search.study import Context, finished_here
 from distil.serve.card import CARD, RunRecord, render_card
 from distil.serve.onnx_session import ONNX_FILES
-from distil.tables.cells import cell_dir, result_of
+from distil.tables.cells import cell_dir
 from distil.tables.timing import deployed_scores
 
 BEST = "best"
@@ -44,7 +44,7 @@ def finished_rows(study) -> list[dict]:
 
 def test_score(row: dict, ctx: Context) -> float:
     """The Pareto student's test score as served: its run's own (eager), or its exported form's."""
-    metrics = result_of(ctx.root, row["cell"]).metrics
+    metrics = finished_here(ctx.root, row["cell"])
     if row["backend"] == "eager":
         return float(metrics["student"]["test"][row["metric"]])
     form = served(cell_dir(ctx.root, row["cell"]) / "student", row["backend"], ctx.preset.threads)

@@ -34,7 +34,7 @@ from distil.search.preset import SearchPreset
 from distil.search.probe import predicted, probe_folder, record_prediction, task_data
 from distil.search.space import Choice, cell_of, check_space, reference_cell, suggest
 from distil.serve.student import SavedStudent
-from distil.tables.cells import cell_dir, compose_cell, result_of
+from distil.tables.cells import cell_dir, compose_cell, read_result
 from distil.tables.preset import Cell
 from distil.tables.run import cell_lock, run_cell
 from distil.tables.timing import Timed, deployed_scores, texts_of
@@ -139,14 +139,21 @@ def release_dead(study, storage) -> list[int]:
     return released
 
 
+def finished_here(root: Path, key: str) -> dict | None:
+    """A cell's metrics when it finished in this outputs directory, else None. Not a table's tracked record
+    of another machine's run (distil.tables.ledger): a trial serves and times the cell's student folder."""
+    metrics, error = read_result(cell_dir(root, key) / "metrics.json")
+    return metrics if error is None and (cell_dir(root, key) / "student").is_dir() else None
+
+
 def ensure_cell(cell: Cell, root: Path, extra: tuple[str, ...] = ()) -> str | None:
-    """Train the cell unless it is done; wait while another worker trains it. Its error, or None."""
+    """Train the cell unless it finished here; wait while another worker trains it. Its error, or None."""
     while True:
-        if result_of(root, cell.key).error is None:
+        if finished_here(root, cell.key) is not None:
             return None
         with cell_lock(root, cell.key) as ours:
             if ours:
-                if result_of(root, cell.key).error is None:  # finished by another worker meanwhile
+                if finished_here(root, cell.key) is not None:  # finished by another worker meanwhile
                     return None
                 return run_cell(cell, root, extra)[1]
         time.sleep(WAIT_SECONDS)
@@ -240,7 +247,7 @@ def run_trial(study, trial, choice: Choice, ctx: Context) -> None:
         error = ensure_cell(cell, ctx.root, ctx.extra)
         if error is not None:
             raise DistilError(f"its run failed: {error}")
-        metrics = result_of(ctx.root, cell.key).metrics
+        metrics = finished_here(ctx.root, cell.key)
         with ctx.timing:
             form = served(cell_dir(ctx.root, cell.key) / "student", choice.backend, preset.threads)
             ms, ratio = relative_ms(form.timed, ctx.reference, ctx.texts, preset.latency, ctx.reference_median,
