@@ -68,7 +68,7 @@ class Context:
     timing: threading.Lock = field(default_factory=threading.Lock)
 
 
-def open_study(preset: SearchPreset, search_dir: Path, seed_offset: int = 0):
+def open_study(preset: SearchPreset, search_dir: Path):
     """(study, storage): the preset's study in the search directory's SQLite file, created or loaded."""
     import warnings
 
@@ -77,11 +77,10 @@ def open_study(preset: SearchPreset, search_dir: Path, seed_offset: int = 0):
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     search_dir.mkdir(parents=True, exist_ok=True)
     storage = optuna.storages.RDBStorage(f"sqlite:///{(search_dir / STUDY_FILE).resolve()}")
-    seed = preset.seed + seed_offset
     with warnings.catch_warnings():  # multivariate TPE over conditional parameters (group) is "experimental"
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        sampler = (optuna.samplers.NSGAIISampler(seed=seed) if preset.sampler == "nsga2"
-                   else optuna.samplers.TPESampler(seed=seed, multivariate=True, group=True))
+        sampler = (optuna.samplers.NSGAIISampler(seed=preset.seed) if preset.sampler == "nsga2"
+                   else optuna.samplers.TPESampler(seed=preset.seed, multivariate=True, group=True))
     study = optuna.create_study(storage=storage, study_name=preset.study_name, sampler=sampler,
                                 directions=["maximize", "minimize"], load_if_exists=True)
     return study, storage
@@ -171,19 +170,17 @@ def prepare(preset: SearchPreset, search_dir: Path, root: Path, jobs: int = 1,
     error = ensure_cell(reference, root, extra)
     if error is not None:
         raise DistilError(f"the reference student's cell failed ({error}); see {cell_dir(root, reference.key)}")
-    saved = SavedStudent(cell_dir(root, reference.key) / "student", device="cpu")
-    timed = served(cell_dir(root, reference.key) / "student", "eager", preset.threads).timed
+    form = served(cell_dir(root, reference.key) / "student", "eager", preset.threads)
     cfg = compose_cell(reference.overrides, os.environ.get(CONFIG_DIR_ENV), f"search preset {preset.name}")
     cfg.paths.outputs = str(root)
     data = task_data(cfg)
     texts = texts_of(data.splits["dev"])
-    median = reference_ms(search_dir / f"reference-{reference.key}-{preset.latency}-{preset.threads}.json", timed,
-                          texts, preset.latency, preset.threads)
+    median = reference_ms(search_dir / f"reference-{reference.key}-{preset.latency}-{preset.threads}.json",
+                          form.timed, texts, preset.latency, preset.threads)
     say(f"reference latency: {median:.3f} ms per text ({preset.latency} on {len(texts)} dev texts, torch threads: "
         f"{preset.threads}); every trial's is its ratio to the reference times this")
-    return Context(preset, search_dir, root, timed, median, data.task, data.splits["dev"], data.splits["test"],
-                   data.label_names, texts,
-                   saved, extra, say)
+    return Context(preset, search_dir, root, form.timed, median, data.task, data.splits["dev"], data.splits["test"],
+                   data.label_names, texts, form.student.saved, extra, say)
 
 
 def run_search(preset: SearchPreset, search_dir: Path, root: Path, jobs: int = 1,
