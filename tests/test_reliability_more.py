@@ -140,3 +140,71 @@ def test_predict_refuses_a_binary_file_naming_its_line(tmp_path, capsys):
     assert predict_error([tmp_path, "--file", file], capsys) == (
         f"distil predict: error: --file: {file} is not a text file (a NUL byte on line 2); point --file at a UTF-8 "
         f"text file")
+
+
+# --- class-folder datasets: the shared encoding check ------------------------------------------------
+
+def folders(root: Path, extra: bytes, **settings):
+    """A two-class folder dataset of one's own, `extra` the bytes of a third document of class b."""
+    from omegaconf import OmegaConf
+
+    from distil.config.schema import DatasetConfig
+
+    for name, text in (("a/1.txt", b"first text\n"), ("b/1.txt", b"second text\n"), ("b/2.txt", extra)):
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_bytes(text)
+    return OmegaConf.merge(OmegaConf.structured(DatasetConfig),
+                           {"name": "mine", "format": "folders", "path": str(root), **settings})
+
+
+def raw_texts(cfg) -> list[str]:
+    from distil.data.load import load_raw_splits
+    from distil.tasks import make_task
+
+    return load_raw_splits(cfg, make_task(cfg), ".")["train"]["text"][:]
+
+
+@pytest.mark.parametrize("content,message", [
+    (b"caf\xe9 au lait\nsecond line\n", "dataset 'mine': <file> line 1 is not UTF-8 (byte 0xe9); re-save the file as "
+                                        "UTF-8, e.g. iconv -f latin1 -t utf-8, or set dataset.encoding_errors=replace "
+                                        "to read each such byte as U+FFFD"),
+    (b"text\n\x00\x01binary\n", "dataset 'mine': <file> is not a text file (a NUL byte on line 2); point dataset.path "
+                                "at a UTF-8 text file"),
+], ids=["latin1", "binary"])
+def test_a_class_folder_file_that_is_not_utf8_text_is_one_line(tmp_path, content, message):
+    cfg = folders(tmp_path, content, encoding_errors="strict")
+    with pytest.raises(DistilError) as error:
+        raw_texts(cfg)
+    assert str(error.value) == message.replace("<file>", str(tmp_path / "b" / "2.txt"))
+
+
+def test_encoding_errors_replace_reads_a_bad_byte_as_the_replacement_character(tmp_path):
+    cfg = folders(tmp_path, b"caf\xe9 au lait\r\nsecond line\n", encoding_errors="replace")
+    assert raw_texts(cfg) == ["first text", "second text", "caf\ufffd au lait\nsecond line"]
+
+
+def test_encoding_errors_is_read_by_folder_datasets_only(tmp_path):
+    from distil.data.load import load_raw_splits
+    from distil.tasks import make_task
+    from tests.test_tasks import dataset
+
+    cfg = dataset("toy", encoding_errors="replace")
+    with pytest.raises(DistilError) as error:
+        load_raw_splits(cfg, make_task(cfg), ".")
+    assert str(error.value) == ("dataset 'toy': dataset.encoding_errors=replace is read by format folders only, and "
+                                "this dataset is tsv; re-save its files as UTF-8 and leave dataset.encoding_errors at "
+                                "strict")
+
+
+BBC_TEXTS = "136430883a882963"  # sha256 of BBC News' 2,225 texts as the default job has always read them
+
+
+def test_bbc_news_reads_the_same_texts_with_its_latin1_byte_replaced():
+    import hashlib
+
+    from distil.config.compose import compose_run_config
+
+    cfg = compose_run_config(["dataset=bbc-news"]).dataset
+    texts = raw_texts(cfg)
+    assert len(texts) == 2225 and sum("\ufffd" in text for text in texts) == 1
+    assert hashlib.sha256("\x1e".join(texts).encode()).hexdigest()[:16] == BBC_TEXTS

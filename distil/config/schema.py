@@ -269,6 +269,9 @@ class DatasetConfig:
     # Unlabeled text, one example per line (.txt or .txt.gz), for transfer_size source=file
     unlabeled_file: str | None = None
     strip_html: bool = False  # replace <br /> and other tags by spaces (IMDB)
+    # format folders: a file that is not UTF-8 is an error naming it (strict), or each byte that is not
+    # UTF-8 reads as U+FFFD (replace: BBC News, whose sports/199.txt holds one Latin-1 byte)
+    encoding_errors: str = "strict"
     # Wordpieces each example is cut to, teacher and student alike, at most teacher.max_length (None:
     # teacher.max_length): a dataset of long texts read at its beginning, to keep every run on it short
     # (BBC News, the default job's: a topic shows in an article's headline and first lines)

@@ -80,30 +80,41 @@ def fields_of_any_size() -> Iterator[None]:
         csv.field_size_limit(previous)
 
 
-def text_lines(file: Path, where: str, setting: str = "dataset.files") -> Iterator[str]:
+def text_lines(file: Path, where: str, setting: str = "dataset.files", errors: str = "strict",
+               lenient: str = "") -> Iterator[str]:
     """The lines of a UTF-8 text file (.gz too), newlines kept, read one at a time: the one encoding
-    and binary check of every reader. A NUL byte (a binary file) or bytes that are not UTF-8 raise a
-    DistilError naming the file and the line; `setting` is the option that names the file."""
+    and binary check of every reader. A NUL byte (a binary file) or, with `errors` strict, bytes that
+    are not UTF-8 raise a DistilError naming the file and the line; `setting` is the option that names
+    the file, `lenient` the setting that would read such bytes instead (added to the fix). With
+    `errors` replace, each byte that is not UTF-8 reads as U+FFFD."""
     opener = gzip.open if file.suffix == ".gz" else open
     try:
         with opener(file, "rb") as handle:
-            yield from _decoded_lines(handle, file, where, setting)
+            yield from _decoded_lines(handle, file, where, setting, errors, lenient)
     except (gzip.BadGzipFile, EOFError, zlib.error) as error:  # a .gz name on other bytes, or a cut-off .gz
         cause = str(error) or "it ends early"
         raise DistilError(f"{where}: {file} is not a readable gzip file ({cause}); compress it again with gzip, "
                           f"or give the uncompressed file") from None
 
 
-def _decoded_lines(handle, file: Path, where: str, setting: str) -> Iterator[str]:
+def read_document(file: Path, where: str, setting: str, errors: str = "strict", lenient: str = "") -> str:
+    """A whole text file through text_lines' check, its newlines as Python's text mode reads them
+    (\r\n and \r become \n): one document of a class-folder dataset."""
+    text = "".join(text_lines(file, where, setting, errors, lenient))
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def _decoded_lines(handle, file: Path, where: str, setting: str, errors: str, lenient: str) -> Iterator[str]:
     for number, raw in enumerate(handle, start=1):
         if b"\0" in raw:
             raise DistilError(f"{where}: {file} is not a text file (a NUL byte on line {number}); "
                               f"point {setting} at a UTF-8 text file")
         try:
-            yield raw.decode("utf-8")
+            yield raw.decode("utf-8", errors=errors)
         except UnicodeDecodeError as error:
             raise DistilError(f"{where}: {file} line {number} is not UTF-8 (byte 0x{raw[error.start]:02x}); "
-                              f"re-save the file as UTF-8, e.g. iconv -f latin1 -t utf-8") from None
+                              f"re-save the file as UTF-8, e.g. iconv -f latin1 -t utf-8"
+                              f"{f', or {lenient}' if lenient else ''}") from None
 
 
 def _check_columns(lines: Iterator[str], fmt: str, file: Path, where: str) -> None:

@@ -18,7 +18,14 @@ from pathlib import Path
 import datasets
 
 from distil.config.schema import DatasetConfig
-from distil.data.check_file import CSV_DIALECTS, check_text_file, example_line, read_csv_rows, text_lines
+from distil.data.check_file import (
+    CSV_DIALECTS,
+    check_text_file,
+    example_line,
+    read_csv_rows,
+    read_document,
+    text_lines,
+)
 from distil.data.conll import read_conll
 from distil.data.task import NO_LABEL, BadRow, DataTask
 from distil.errors import DistilError, check_choice
@@ -31,6 +38,8 @@ HTML_TAG = re.compile(r"<[^>]+>")
 # 150 intents coded as numbers pass when listed in dataset.labels).
 MAX_NUMERIC_CLASSES = 100
 SHIPPED_SPLITS = ("train", "dev", "test")
+ENCODING_ERRORS = ("strict", "replace")  # dataset.encoding_errors, read by format folders
+LENIENT = "set dataset.encoding_errors=replace to read each such byte as U+FFFD"
 # dataset.files (or hub.splits) key of an extra evaluation split, e.g. MNLI's test_mismatched:
 # scored beside test, never used to select (split.py keeps it apart from dev)
 EXTRA_TEST_PREFIX = "test_"
@@ -142,6 +151,11 @@ def _check_config(cfg: DatasetConfig, task: DataTask) -> None:
         raise DistilError(f"dataset '{cfg.name}': a pair task needs dataset.text_pair_column")
     if cfg.format == "folders" and not (task.inputs == "text" and task.has_classes):
         raise DistilError(f"dataset '{cfg.name}': format 'folders' holds classification data only")
+    check_choice("dataset.encoding_errors", cfg.encoding_errors, ENCODING_ERRORS, where=f"dataset '{cfg.name}'")
+    if cfg.encoding_errors != "strict" and cfg.format != "folders":
+        raise DistilError(f"dataset '{cfg.name}': dataset.encoding_errors={cfg.encoding_errors} is read by format "
+                          f"folders only, and this dataset is {cfg.format}; re-save its files as UTF-8 and leave "
+                          f"dataset.encoding_errors at strict")
     if cfg.format == "conll" and not task.per_token:
         raise DistilError(f"dataset '{cfg.name}': format 'conll' holds tagging data only; set dataset.task=tagging")
     for where, names in (("dataset.files", cfg.files), ("dataset.hub.splits", cfg.hub.splits if cfg.hub else {})):
@@ -153,7 +167,7 @@ def _check_config(cfg: DatasetConfig, task: DataTask) -> None:
 
 def _load_local(cfg: DatasetConfig, task: DataTask, root: Path) -> dict[str, datasets.Dataset]:
     if cfg.format == "folders":
-        return {"train": _with_language(_load_class_folders(root), "")}
+        return {"train": _with_language(_load_class_folders(cfg, root), "")}
     dev, test = (cfg.files.get(split) for split in ("dev", "test"))
     if dev and test and (root / dev).resolve() == (root / test).resolve():
         raise DistilError(
@@ -200,13 +214,13 @@ def _load_hub(cfg: DatasetConfig, task: DataTask, local: Path | None, hub_offlin
     return splits
 
 
-def _load_class_folders(root: Path) -> datasets.Dataset:
+def _load_class_folders(cfg: DatasetConfig, root: Path) -> datasets.Dataset:
+    """Every <class>/*.txt under `root`, checked as every text file is (dataset.encoding_errors)."""
     texts, labels = [], []
     for class_dir in sorted(p for p in root.iterdir() if p.is_dir()):
         for doc in sorted(class_dir.glob("*.txt")):
-            # not text_lines' strict check: a folder corpus is many small documents, and the default one
-            # (BBC News) holds a Latin-1 byte (sports/199.txt); one character replaced costs nothing
-            texts.append(doc.read_text(encoding="utf-8", errors="replace").strip())
+            texts.append(read_document(doc, f"dataset '{cfg.name}'", "dataset.path", cfg.encoding_errors,
+                                       LENIENT).strip())
             labels.append(class_dir.name)
     return datasets.Dataset.from_dict({"text": texts, "label": labels})
 
