@@ -208,3 +208,63 @@ def test_bbc_news_reads_the_same_texts_with_its_latin1_byte_replaced():
     texts = raw_texts(cfg)
     assert len(texts) == 2225 and sum("\ufffd" in text for text in texts) == 1
     assert hashlib.sha256("\x1e".join(texts).encode()).hexdigest()[:16] == BBC_TEXTS
+
+
+# --- tagging: a sentence of a million words is cut by words before tokenisation ----------------------
+
+MILLION = 1_000_000
+
+
+def conll_with_a_huge_sentence(path: Path, words: int) -> Path:
+    """A CoNLL file: a short sentence, one of `words` words (a PER entity every 1,000 words), another."""
+    huge = "".join("anna B-PER\n" if i % 1000 == 0 else "soup O\n" for i in range(words))
+    path.write_text(f"dara B-PER\npraised O\n\n{huge}\ncairo B-LOC\n")
+    return path
+
+
+def test_a_conll_sentence_of_a_million_words_is_cut_by_words_before_tokenisation(tmp_path):
+    import datasets
+    from transformers import BertTokenizer
+
+    from distil.data.conll import read_conll
+    from distil.data.cut import cut_words, readable_chars
+    from distil.run.flags import cut_warnings
+    from distil.tasks import get_task
+    from distil.teacher.load import TINY_VOCAB
+    from tests.test_huge_inputs import TokenizerSpy
+
+    sentences = read_conll(conll_with_a_huge_sentence(tmp_path / "train.txt", MILLION))
+    assert [len(tokens) for tokens in sentences["tokens"]] == [2, MILLION, 1]
+    tokenizer = BertTokenizer(vocab={word: i for i, word in enumerate(TINY_VOCAB)})
+    spy, task, names = TokenizerSpy(tokenizer), get_task("tagging"), ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]
+    ds = task.encode_labels(datasets.Dataset.from_dict({**sentences, "language": [""] * 3}), names, "train")
+    prepared = task.prepare("train", spy, ds, 32, names)
+    assert 0 < spy.longest[0] <= readable_chars(32)  # what the tokenizer was handed: the cut, not 5 MB
+    assert prepared.cut == 1 and len(prepared.word_starts[1]) == MILLION
+    kept = len(cut_words(sentences["tokens"][1], 32))
+    assert kept == 205 and (prepared.word_starts[1][kept:] == -1).all()  # "anna soup ... soup" to 1,024 chars
+    whole = task.prepare("train", tokenizer, ds.select([1]).map(lambda row: {"tokens": row["tokens"][:kept],
+                                                                             "tags": row["tags"][:kept]}), 32, names)
+    assert prepared.ids[1].tolist() == whole.ids[0].tolist()  # the wordpieces the sentence's beginning gives
+    assert cut_warnings({"train": prepared.cut}, 32) == [
+        "sentences longer than the 1,024 characters a model reads at max_length 32 were cut before tokenisation "
+        "(the model reads none of their words past the cut, and scores them as O): train 1"]
+
+
+@pytest.mark.slow
+def test_a_run_on_a_conll_sentence_of_a_million_words_trains_and_counts_the_cut(tmp_path, monkeypatch, capsys):
+    import shutil
+
+    data = tmp_path / "ner"
+    shutil.copytree(RESOURCES / "toy-ner", data)
+    huge = conll_with_a_huge_sentence(tmp_path / "huge.txt", MILLION).read_text()
+    with (data / "aa" / "test.txt").open("a") as handle:
+        handle.write("\n" + huge)
+    code, out, err = distil_in_process(["debug=smoke", "dataset=toy-ner", "student=bilstm-tagger",
+                                        f"dataset.path={data}"], tmp_path, monkeypatch, capsys)
+    assert code == 0, err
+    [path] = (tmp_path / "outputs" / "runs").rglob("metrics.json")
+    metrics = json.loads(path.read_text())
+    assert metrics["data"]["cut"] == {"test": 1}
+    cut = "sentences longer than the 2,048 characters a model reads at max_length 64"
+    assert any(warning.startswith(cut) for warning in metrics["warnings"])

@@ -16,6 +16,10 @@ one piece for any length), is read shorter than before. The word that straddles 
 two, but it lies past the last wordpiece read. The cost is small: at most 16,384 characters
 tokenised per text at max_length 512. A word-level student reads `max_length` words: the same
 margin holds for words of up to 31 characters on average.
+
+A sentence given as words (tagging's CoNLL sentences) is cut the same way: at the same characters,
+its words counted with a space between them, so that a training sentence and the same sentence
+typed as one text to a served tagger reach the tokenizer alike.
 """
 
 from __future__ import annotations
@@ -40,3 +44,17 @@ def cut_all(texts: list[str], max_length: int) -> list[str]:
     if all(len(text) <= limit for text in texts):
         return texts
     return [cut_for_tokenizer(text, max_length) for text in texts]
+
+
+def cut_words(words: list[str], max_length: int) -> list[str]:
+    """The words of `words` that the first readable_chars(max_length) characters of `" ".join(words)`
+    hold, the word that straddles the limit cut to the characters left: `words` itself when they all fit.
+    Reads words only up to the limit, however many there are."""
+    left = readable_chars(max_length)
+    for count, word in enumerate(words):
+        if len(word) > left:
+            return [*words[:count], word[:left]] if left else words[:count]
+        left -= len(word) + 1  # the word and the space after it
+        if left < 0:  # no room for another word
+            return words if count + 1 == len(words) else words[:count + 1]
+    return words

@@ -25,6 +25,7 @@ class PreparedSplit:
     labels: torch.Tensor | Ragged
     pair: RaggedPair | None = None  # pairs only: [CLS] a [SEP] and [CLS] b [SEP], for siamese students
     word_starts: Ragged | None = None  # tagging only: per word, its first wordpiece (-1: truncated away)
+    cut: int = 0  # examples cut by words before tokenisation (data/cut.py: tagging's overlong sentences)
 
     def __len__(self) -> int:
         return len(self.ids)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import torch
 
+from distil.data.cut import readable_chars
 from distil.data.prepared import PreparedSplit
 from distil.data.split import TaskData
 from distil.tasks import Task
@@ -34,6 +35,16 @@ def run_warnings(task: Task, data: TaskData, dev: PreparedSplit, student: dict,
     per_student = classes.get(None) if list(classes) == [None] else classes
     return [*data_warnings(data.overlap),
             *student_warnings(student["stages"], student, task.metric, baseline, per_student)]
+
+
+def cut_warnings(cut: dict[str, int], max_length: int) -> list[str]:
+    """Sentences cut by words before tokenisation (data/cut.py), per split: `cut` holds the non-zero counts."""
+    if not cut:
+        return []
+    counts = ", ".join(f"{name} {count}" for name, count in cut.items())
+    return [f"sentences longer than the {readable_chars(max_length):,} characters a model reads at max_length "
+            f"{max_length} were cut before tokenisation (the model reads none of their words past the cut, and "
+            f"scores them as O): {counts}"]
 
 
 def data_warnings(overlap: dict) -> list[str]:

@@ -28,7 +28,7 @@ from distil.pretrain.sra import agnostic_student, load_agnostic
 from distil.run.data import task_data
 from distil.run.diskspace import space_warnings
 from distil.run.evaluate import student_logits
-from distil.run.flags import predicted_classes, run_warnings, student_hint, usefulness_warnings
+from distil.run.flags import cut_warnings, predicted_classes, run_warnings, student_hint, usefulness_warnings
 from distil.run.plan import RunPlan, plan_run
 from distil.run.schedule import StudentSplit, run_schedule
 from distil.run.tracked import log_outcome, run_tracker
@@ -120,6 +120,10 @@ def _run(cfg: Config, plan: RunPlan, run_dir: Path, choices: dict, overrides: li
         store.remove_stale_builds()  # what killed runs left and no build will resume
     data, prepared = prepare_data(cfg, task, store)
     log.info("data %s (%s): %s", data.name, task.name, data.summary())
+    cut = {name: split.cut for name, split in prepared.items() if split.cut}  # sentences cut by words
+    cut_found = cut_warnings(cut, cfg.teacher.max_length)
+    for warning in cut_found:  # before the work: a long run may end in the middle
+        log.warning(warning)
     short_of_space = space_warnings(cfg.teacher, plan, data, prepared, store, cfg.seed)  # logged now, before the work
     phases.lap("data")
     teacher = ensure_teacher(cfg.teacher, task, data, prepared, store, cfg.seed, cfg.hub_offline)
@@ -151,7 +155,7 @@ def _run(cfg: Config, plan: RunPlan, run_dir: Path, choices: dict, overrides: li
         "metrics": task.metrics,  # every score reported, the primary first
         "extra_tests": data.extra_tests,  # scored beside test, never used to select
         "data": {"sizes": data.summary(), "labels": data.label_names, "languages": data.languages,
-                 "overlap": data.overlap},
+                 "overlap": data.overlap, "cut": cut},
         "teacher": {
             **{name: task.score(views[name].all_logits(), prepared[name], data.label_names)
                for name in ("labeled", "dev", *reported_splits(data))},
@@ -185,7 +189,7 @@ def _run(cfg: Config, plan: RunPlan, run_dir: Path, choices: dict, overrides: li
     ]
     for warning in metrics["warnings"]:
         log.warning(warning)
-    metrics["warnings"] += short_of_space
+    metrics["warnings"] += [*short_of_space, *cut_found]
     if distributed.is_main():
         write_json_atomic(run_dir / "metrics.json", metrics)
         write_cards(run_dir)  # each student folder's README.md, from the metrics.json just written

@@ -15,6 +15,7 @@ import torch
 from transformers import AutoModelForTokenClassification
 
 from distil.data.batching import pad_labels
+from distil.data.cut import cut_words
 from distil.data.prepared import PreparedSplit
 from distil.data.ragged import Ragged
 from distil.errors import DistilError
@@ -83,18 +84,23 @@ class TaggingTask(Task):
             return PreparedSplit(name, ds, empty, empty, word_starts=empty)
 
         def tokenize(batch):
-            enc = tokenizer(batch["tokens"], is_split_into_words=True, truncation=True, max_length=max_length)
+            # a sentence is cut by words to what the model can read before its tokenizer sees it (data/cut.py):
+            # the tokenizer would tokenise all of a sentence of a million words before it truncates. Its tags
+            # stay whole: a word past the cut has no wordpiece (-1), and is scored as 'O' as a truncated word is
+            words = [cut_words(tokens, max_length) for tokens in batch["tokens"]]
+            enc = tokenizer(words, is_split_into_words=True, truncation=True, max_length=max_length)
             labels, starts = [], []
             for i, tags in enumerate(batch["tags"]):
                 row_labels, row_starts = align(enc.word_ids(i), tags, x_label)
                 labels.append(row_labels)
                 starts.append(row_starts)
-            return {"input_ids": enc["input_ids"], "token_labels": labels, "word_starts": starts}
+            return {"input_ids": enc["input_ids"], "token_labels": labels, "word_starts": starts,
+                    "cut": [kept is not tokens for kept, tokens in zip(words, batch["tokens"], strict=True)]}
 
         encoded = ds.map(tokenize, batched=True, batch_size=1000, remove_columns=ds.column_names)
         return PreparedSplit(name, ds, Ragged.from_lists(encoded["input_ids"]),
                              Ragged.from_lists(encoded["token_labels"]),
-                             word_starts=Ragged.from_lists(encoded["word_starts"]))
+                             word_starts=Ragged.from_lists(encoded["word_starts"]), cut=sum(encoded["cut"][:]))
 
     def encode_text(self, tokenizer, text, max_length, apart):
         words = text.split()
