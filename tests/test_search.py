@@ -149,8 +149,9 @@ def test_the_toy_preset_searches_three_families_and_writes_its_best(tmp_path):
 
 @pytest.mark.slow
 def test_a_search_killed_while_a_trial_trains_resumes_and_ends_with_every_trial(tmp_path):
-    """SIGKILL the real command while its second trial trains; the same command again fails that trial, runs
-    its choices again and ends with the preset's trials, as an uninterrupted search would."""
+    """SIGKILL the real command while its first trial that trains a new cell trains; the same command again
+    fails that trial, runs its choices again and ends with the preset's trials, as an uninterrupted search
+    would."""
     import signal
 
     from optuna.trial import TrialState
@@ -164,15 +165,17 @@ def test_a_search_killed_while_a_trial_trains_resumes_and_ends_with_every_trial(
     env = {**os.environ, "DISTIL_OUTPUTS": str(tmp_path / "outputs")}
     process = subprocess.Popen([sys.executable, "-m", "distil", "search", str(path), "--out", str(out)],
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=tmp_path)
+    killed = None
     for line in process.stdout:
-        if line.startswith("trial 1 ") and "training cell" in line:
+        if line.startswith("trial ") and ": training cell " in line:
             process.send_signal(signal.SIGKILL)
+            killed = int(line.split()[1])
             break
     process.wait()
     ran = search([str(path), "--out", str(out)], tmp_path)
     assert ran.returncode == 0, ran.stderr
-    assert "trial 1: its worker died; marked failed, its choices queued again" in ran.stdout
+    assert f"trial {killed}: its worker died; marked failed, its choices queued again" in ran.stdout
     trials = open_study(load_search(str(path)), out)[0].trials
     assert sum(t.state == TrialState.COMPLETE for t in trials) == 3
-    assert [t.number for t in trials if t.user_attrs.get(KILLED)] == [1]
-    assert any(t.params == trials[1].params and t.state == TrialState.COMPLETE for t in trials[2:])
+    assert [t.number for t in trials if t.user_attrs.get(KILLED)] == [killed]
+    assert any(t.params == trials[killed].params and t.state == TrialState.COMPLETE for t in trials[killed + 1:])

@@ -240,7 +240,8 @@ def run_trial(study, trial, choice: Choice, ctx: Context) -> None:
             trial.set_user_attr("pruned", broken)
             study.tell(trial, state=TrialState.PRUNED)
             return
-        ctx.say(f"{name}: training cell {cell.key}")
+        ctx.say(f"{name}: " + (f"cell {cell.key} done (reused)" if finished_here(ctx.root, cell.key) is not None
+                               else f"training cell {cell.key}"))
         error = ensure_cell(cell, ctx.root, ctx.extra)
         if error is not None:
             raise DistilError(f"its run failed: {error}")
