@@ -15,6 +15,7 @@ import shutil
 from pathlib import Path
 
 from distil.common.atomic import write_atomic, write_json_atomic
+from distil.common.markdown import to_markdown
 from distil.search.latency import FORMS, served
 from distil.search.pareto import best_within, pareto_front
 from distil.search.study import Context, finished_here
@@ -77,6 +78,11 @@ def write_report(study, ctx: Context) -> dict:
     return {"trials": len(rows), "pareto": len(front), "best": None if best is None else rows[best]}
 
 
+def text_columns(frame) -> list[int]:
+    """The text columns' positions: a cell key of digits and one 'e' would otherwise print as a number."""
+    return [i for i, column in enumerate(frame.columns) if frame[column].dtype == object]
+
+
 def pareto_markdown(ctx: Context, shown, finished: int) -> str:
     preset = ctx.preset
     limits = ", ".join(f"{key} {value}" for key, value in preset.limits.items() if value is not None) or "none"
@@ -86,7 +92,7 @@ def pareto_markdown(ctx: Context, shown, finished: int) -> str:
              f"student: its median per-pass ratio to the reference [{' '.join(preset.reference)}] "
              f"(vs_reference) times the reference's median, {ctx.reference_median:.3f} ms. Every trial trained at "
              f"seed {preset.seed}. Test scores are read after the search, for these students only. Limits: {limits}.",
-             "", shown.to_markdown(index=False, floatfmt=".4g"), ""]
+             "", to_markdown(shown, index=False, floatfmt=".4g", disable_numparse=text_columns(shown)), ""]
     return "\n".join(lines)
 
 
