@@ -268,3 +268,12 @@ def test_a_run_on_a_conll_sentence_of_a_million_words_trains_and_counts_the_cut(
     assert metrics["data"]["cut"] == {"test": 1}
     cut = "sentences longer than the 2,048 characters a model reads at max_length 64"
     assert any(warning.startswith(cut) for warning in metrics["warnings"])
+
+
+def test_encoding_errors_leaves_every_table_cells_key_as_it_was():
+    """A cell on BBC News (turc-fig8's paper scale) keeps the key it had before the setting existed."""
+    from distil.tables.cells import cell_key
+
+    key = cell_key(["dataset=bbc-news", "seed=1"])
+    assert key == cell_key(["dataset=bbc-news", "dataset.encoding_errors=strict", "seed=1"])
+    assert key == "8e7db0f1aeb24c9a"  # its key at the commit before

@@ -34,6 +34,9 @@ KEY_VERSION = 2  # bump when what a key covers changes: every cell then runs aga
 # differ only in these are one cell.
 NOT_RESULT = {"paths": None, "hydra": None, "trainer": ("threads", "speed_examples", "checkpoint_every_seconds"),
               "runtime": ("device",),  # one recipe on any device (make gpu-check holds them equal)
+              # a file that is not UTF-8: an error (strict) or read with U+FFFD (replace); every run that
+              # finishes under both read the same texts (BBC News, which sets replace, fails under strict)
+              "dataset": ("encoding_errors",),
               "tracking": None}  # what a run logs to TensorBoard or MLflow, not what it computes
 KEY_LENGTH = 16
 # Every table cell fine-tunes its teacher with the recipe of the recorded cells: min_steps always holds
