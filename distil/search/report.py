@@ -80,6 +80,8 @@ def write_report(study, ctx: Context) -> dict:
 
 def text_columns(frame) -> list[int]:
     """The text columns' positions: a cell key of digits and one 'e' would otherwise print as a number."""
+    if frame.empty:  # tabulate fails on positions of a table without rows
+        return []
     return [i for i, column in enumerate(frame.columns) if frame[column].dtype == object]
 
 
@@ -92,7 +94,7 @@ def pareto_markdown(ctx: Context, shown, finished: int) -> str:
              f"student: its median per-pass ratio to the reference [{' '.join(preset.reference)}] "
              f"(vs_reference) times the reference's median, {ctx.reference_median:.3f} ms. Every trial trained at "
              f"seed {preset.seed}. Test scores are read after the search, for these students only. Limits: {limits}.",
-             "", to_markdown(shown, index=False, floatfmt=".4g", disable_numparse=text_columns(shown)), ""]
+             "", to_markdown(shown, index=False, floatfmt=".4g", disable_numparse=text_columns(shown) or False), ""]
     return "\n".join(lines)
 
 
