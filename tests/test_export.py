@@ -145,6 +145,29 @@ def test_every_student_family_exports_with_free_batch_and_length(name, task_name
         np.testing.assert_allclose(value, out[key].numpy(), atol=1e-4)
 
 
+@pytest.mark.parametrize("task_name", ["classification", "pair"])
+def test_a_static_student_served_as_bags_encodes_on_every_backend(task_name, tokenizer, tmp_path):
+    """A static student serves bags, which skip its side representation head; its export keeps the head,
+    so the ONNX files give torch's representation (a pair's per sentence), the int8 one close to it."""
+    from distil import Student
+
+    student = saved_student(tmp_path, tokenizer, "static", task_name, representation_head=True)
+    assert student.bags
+    fp32, int8 = tmp_path / ONNX_FILES["onnx"], tmp_path / ONNX_FILES["onnx-int8"]
+    export_onnx(student, fp32)
+    quantise_int8(fp32, int8)
+    texts = texts_for(student)
+    encoded = {backend: Student.load(tmp_path, backend=backend).encode(texts, batch_size=4)
+               for backend in ("torch", "onnx", "onnx-int8")}
+    assert encoded["torch"].shape == ((6, 2, 12) if task_name == "pair" else (6, 12))
+    assert encoded["onnx"].shape == encoded["onnx-int8"].shape == encoded["torch"].shape
+    np.testing.assert_allclose(encoded["onnx"], encoded["torch"], atol=1e-4, rtol=0)
+    np.testing.assert_allclose(encoded["onnx-int8"], encoded["torch"], atol=0.05, rtol=0)
+    # serving logits from bags still skips the head: no representation computed there
+    with torch.no_grad():
+        assert "representation" not in student.model.forward_bags(*student.encode_batch(texts, one_request=False))
+
+
 @pytest.mark.parametrize("layers", [1, 2])
 def test_the_exported_encoder_gives_the_training_encoders_outputs(layers, tmp_path):
     """The ONNX LSTM operators ExportEncoder exports give the training encoder's states (zeros at padding)

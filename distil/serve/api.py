@@ -116,7 +116,9 @@ class Student:
         task, rows = self.saved.task, []
         for outputs, context in self._outputs(texts, batch_size, representation=True):
             if "representation" not in outputs:
-                raise DistilError("this student's ONNX export has no representation output; use backend='torch'")
+                raise DistilError("this student's ONNX export has no representation output (an export from before "
+                                  "distil exported it); export it again with `distil export RUN_DIR`, or use "
+                                  "backend='torch'")
             row = outputs["representation"].numpy()
             rows.append(task.word_rows(row, context) if task.per_token else row)
         return rows if task.per_token else np.stack(rows) if rows else np.empty((0,))

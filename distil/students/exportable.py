@@ -11,7 +11,9 @@ in one process fixes the length to its example's: the LSTM's registration for a 
 
 A bag student's mean of each bag (StaticStudent.forward_bags) is torch's embedding_bag, which the
 exporter writes as a loop over the bags that ONNX Runtime's shape inference (and with it int8
-quantisation) cannot read; bag_means here is the same mean as two sums by bag index.
+quantisation) cannot read; bag_means here is the same mean as two sums by bag index. Served from
+bags, a side representation head is skipped (it serves no prediction); the export keeps it, so the
+graph gives a bag student's `representation` as it gives every other family's.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import torch
 from torch import nn
 
 from distil.students.encoders import BiLSTMEncoder
+from distil.students.heads import WithRepresentation
 from distil.students.static import StaticStudent
 
 DIRECTIONS = ("", "_reverse")  # nn.LSTM's suffix of each direction's weights
@@ -79,8 +82,8 @@ def bag_means(table: torch.Tensor, ids: torch.Tensor, offsets: torch.Tensor) -> 
 
 def exportable(model: nn.Module) -> nn.Module:
     """An eval-mode copy of `model` in operations ONNX exporters trace, with the same outputs: every
-    BiLSTMEncoder replaced by its ExportEncoder, a bag student's mean by bag_means. `model` itself
-    is unchanged."""
+    BiLSTMEncoder replaced by its ExportEncoder, a bag student's mean by bag_means, and a bag
+    student's representation served beside its logits. `model` itself is unchanged."""
     model = copy.deepcopy(model).eval()
     for name, module in list(model.named_modules()):
         if isinstance(module, BiLSTMEncoder):
@@ -88,4 +91,6 @@ def exportable(model: nn.Module) -> nn.Module:
             setattr(model.get_submodule(parent), attribute, ExportEncoder(module))
         elif isinstance(module, StaticStudent):
             module.bag_means = bag_means
+        elif isinstance(module, WithRepresentation):
+            module.represent_bags = True
     return model

@@ -53,6 +53,8 @@ class WithRepresentation(nn.Module):
                  shared_output: bool = True):
         super().__init__()
         self.student, self.place = student, place
+        # forward_bags gives `representation` beside the logits (set on an export's copy: exportable.py)
+        self.represent_bags = False
         self.projection = nn.Linear(student.representation_size, teacher_hidden_size)
         num_labels = output_size(student.classifier)
         if self.in_path:
@@ -95,9 +97,11 @@ class WithRepresentation(nn.Module):
 
     def forward_bags(self, *bags: torch.Tensor) -> dict[str, torch.Tensor]:
         """Serving a bag-of-wordpieces student (StaticStudent.forward_bags): its logits, through the
-        projection when it is in the path; a side projection serves no prediction and is skipped."""
-        out = self.student.forward_bags(*bags)
-        return self._with_representation(out) if self.in_path else out
+        projection when it is in the path; a side projection serves no prediction and is skipped,
+        unless `represent_bags` asks for the representation (an ONNX export gives it as an output)."""
+        if not (self.in_path or self.represent_bags):
+            return self.student.forward_bags(*bags)
+        return self._with_representation(self.student.forward_bags(*bags, sentences=True))
 
     def folded_classifier(self) -> tuple[torch.Tensor, torch.Tensor] | None:
         """The student's (StaticStudent.folded_classifier) unless a projection in the path classifies."""

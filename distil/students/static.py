@@ -93,21 +93,27 @@ class StaticStudent(nn.Module):
     def serves_bags(self) -> bool:
         return self.inputs != "tokens"
 
-    def forward_bags(self, *bags: torch.Tensor) -> dict[str, torch.Tensor]:
+    def forward_bags(self, *bags: torch.Tensor, sentences: bool = False) -> dict[str, torch.Tensor]:
         """`forward`'s pooled vector and logits from bags of wordpieces instead of padded batches:
         (ids, offsets) per sentence column, the ids of all sentences laid end to end and the offset
         where each begins (a pair: the first sentences' bags, then the seconds'). Serving
         (distil.serve.student) takes this path: no padding to build, no padded positions to embed, one
-        fused lookup-and-mean. Sentences only (text, pair), not tagging."""
+        fused lookup-and-mean. Sentences only (text, pair), not tagging. `sentences`: a pair's two mean
+        vectors too, as `forward` gives them (what a representation head maps); serving logits skips them."""
         if self.training:  # serving only: what follows is the eval-mode forward, without dropout
             raise RuntimeError("forward_bags serves a trained student: call .eval() first")
         table, mlp, classifier = self._served_layers()
-        means = self.bag_means
-        pooled = pair_features(means(table, *bags[:2]), means(table, *bags[2:])) if self.inputs == "pair" \
-            else means(table, *bags)
+        means, out = self.bag_means, {}
+        if self.inputs == "pair":
+            u, v = means(table, *bags[:2]), means(table, *bags[2:])
+            pooled = pair_features(u, v)
+            if sentences:
+                out["sentences"] = torch.stack([u, v], dim=1)
+        else:
+            pooled = means(table, *bags)
         if mlp is not None:
             pooled = F.linear(pooled, *mlp).relu_()
-        return {"pooled": pooled, "logits": F.linear(pooled, *classifier) if classifier is not None else pooled}
+        return {**out, "pooled": pooled, "logits": F.linear(pooled, *classifier) if classifier is not None else pooled}
 
     def one_request(self, folded: tuple[torch.Tensor, torch.Tensor] | None = None) -> OneRequest | None:
         """A single text's forward in numpy (OneRequest), for a server answering one request at a
