@@ -154,3 +154,50 @@ def test_a_student_is_exported_once_and_again_when_its_cell_runs_again(tmp_path)
     os.utime(weights, ns=(weights.stat().st_atime_ns, max(written.values()) + 1))
     exported(student, tmp_path)
     assert all(path.stat().st_mtime_ns > written[path] for path in written)
+
+
+def test_the_frontier_targets_count_each_deployed_form_as_a_runner_student():
+    """A deployed row (reads: onnx | int8) is a student a user ships: the frontier target takes it among the
+    runner students at its own accuracy and latency, and the speed targets take the static student in each
+    of its forms against the BiLSTM served the same way; the targets name the row behind each number."""
+    from distil.tables.frontier_targets import BILSTM, MODEL2VEC, STATIC, targets
+    from tests.test_student_timing import frontier_run
+
+    def run(accuracy, single_ms, batch, single, **forms):
+        metrics = frontier_run(accuracy, single_ms, batch, single)
+        for form, measured in forms.items():  # None: a peer's, no graph to export
+            a, ms, b, s = measured or (None,) * 4
+            metrics["timing"][form] = measured and {"test": {"accuracy": a}, "single_ms": ms,
+                                                    "seconds": {"batch32_ex_per_s": b, "single_ms": s}}
+        return metrics
+
+    # the eager BiLSTM is as accurate as model2vec's pipeline but 3x slower; its int8 copy is faster and
+    # as accurate. The static student is 10x the BiLSTM in batches eagerly, 25x as ONNX against ONNX
+    runs = {STATIC: run(0.80, 0.5, [0.1], [0.2], onnx=(0.80, 0.6, [0.04], [0.3]), int8=(0.79, 0.4, [0.05], [0.1])),
+            BILSTM: run(0.86, 3.0, [1.0], [2.0], onnx=(0.86, 2.0, [1.0], [1.0]), int8=(0.855, 0.9, [0.5], [0.6])),
+            MODEL2VEC: run(0.85, 1.0, [0.1], [0.1], onnx=None, int8=None)}
+    reads = {}
+    cells = [Cell(row=row, column=None, seed=1, overrides=[], key=row, metrics=metrics)
+             for row, metrics in runs.items()]
+    for row in (STATIC, BILSTM, MODEL2VEC):
+        for form, suffix in (("onnx", "ONNX"), ("int8", "ONNX int8")):
+            reads[f"{row}, {suffix}"] = form
+            cells.append(Cell(row=f"{row}, {suffix}", column=None, seed=1, overrides=[], key=row, metrics=runs[row]))
+    eager = [cell for cell in cells if cell.row not in reads]
+    assert targets(eager)[-1].met is False  # the trained students alone: nothing as fast is as accurate
+
+    accuracy, batch, single, model2vec, frontier = targets(cells, reads=reads)
+    assert (accuracy.ours, accuracy.rows) == (pytest.approx(80.0), STATIC)  # the trained student's, chosen on dev
+    assert (batch.ours, batch.met) == (pytest.approx(25.0), True)  # 1.0 / 0.04, ONNX against ONNX
+    assert batch.rows == f"{STATIC}, ONNX against {BILSTM}, ONNX"
+    assert (single.ours, single.met) == (pytest.approx(10.0), False)  # eager 2.0/0.2, int8 0.6/0.1 = 6, ONNX 1/0.3
+    assert single.rows == f"{STATIC} against {BILSTM}"
+    # model2vec is served one way (its deployed rows are null): each static form against its pipeline,
+    # the ONNX one 0.1 / 0.04 = 2.5
+    assert (model2vec.ours, model2vec.rows) == (pytest.approx(2.5), f"{STATIC}, ONNX against {MODEL2VEC}")
+    assert frontier.met is True and frontier.spread == "every peer matched"
+    assert frontier.rows == f"{MODEL2VEC}: {BILSTM}, ONNX int8"
+    # a deployed form with no timing of its own (a timing from before the forms were timed) is not timed
+    for form in ("onnx", "int8"):
+        del runs[BILSTM]["timing"][form]
+    assert targets(cells, reads=reads)[-1].met is False

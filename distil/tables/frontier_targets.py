@@ -12,6 +12,19 @@
     accurate" beyond the spread over seeds, the rule of every ordering the tables state; a tie is
     named as a tie.
 
+A student as deployed is a student a user ships: the table's deployed rows (`reads: onnx | int8`,
+each student's ONNX export and int8 copy, timed in the same interleaved run) count as runner
+students, each with its own test accuracy and speed (timing.<form>: distil.tables.timing). So the
+frontier target takes them among the runner students, and the speed targets take the static student
+in each of its served forms, against the BiLSTM served the same way (ONNX against ONNX, int8 against
+int8: like against like) and against model2vec's pipeline (a peer, served one way); the form with the
+highest ratio is the one reported. The accuracy target stays with the trained student: the schedule
+is chosen on dev, which only the trained student was scored on (a deployed form has test scores only,
+and choosing among them by test would be choosing on test). The seed spread that judges a tie is
+pooled over the trained rows and the peers alone: a deployed row is the same runs again. The targets'
+table says which row is behind each number (`rows`): the static form and its reference, the schedule,
+and for the frontier the runner row that matches each peer.
+
 Speed ratios between two students come pass by pass from one timing run (their timing.json `seconds`,
 written by distil.tables.timing), pooled over seeds, median kept with its min-max.
 """
@@ -23,10 +36,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from distil.tables.orderings import beyond_spread, pooled_spread
-from distil.tables.preset import Cell
+from distil.tables.preset import DEPLOYED_READS, Cell
 
 STATIC, BILSTM, MODEL2VEC = "static (model2vec-style)", "BiLSTM (Mukherjee)", "peer: model2vec (labels)"
 PEER_PREFIX = "peer: "
+EAGER = "student"  # a row that reads its trained student (preset `reads`); DEPLOYED_READS a deployed form
 MODEL2VEC_ACCURACY = 79.63  # model2vec 0.10, MLP head regressed on the teacher's logits (SST-2 test, %)
 
 
@@ -36,19 +50,46 @@ class Target:
     ours: float | None  # None: not measured yet (a row has no finished run or no timing)
     required: float
     spread: str = ""  # min-max of a per-pass ratio, or the rows that decide a frontier check
+    rows: str = ""  # the row(s) behind `ours`: for the frontier, the runner row that matches each peer
 
     @property
     def met(self) -> bool | None:
         return None if self.ours is None else self.ours >= self.required
 
 
-def by_row(cells: list[Cell]) -> dict[str, list[dict]]:
-    """The finished runs of each row (one per seed), with their timing where it was measured."""
+def by_row(cells: list[Cell], reads: dict[str, str] | None = None) -> dict[str, list[dict]]:
+    """The finished runs of each row (one per seed), with their timing where it was measured; a
+    deployed row's (`reads`: row -> onnx | int8, as the preset's rows read) as that form."""
     rows: dict[str, dict[int, dict]] = {}
     for cell in cells:
         if cell.metrics is not None and cell.metrics.get("status") == "ok":
-            rows.setdefault(cell.row, {})[cell.seed] = cell.metrics
+            form = (reads or {}).get(cell.row, EAGER)
+            rows.setdefault(cell.row, {})[cell.seed] = \
+                as_deployed(cell.metrics, form) if form in DEPLOYED_READS else cell.metrics
     return {row: [runs[seed] for seed in sorted(runs)] for row, runs in rows.items()}
+
+
+def as_deployed(metrics: dict, form: str) -> dict:
+    """A run as its deployed form: that form's test scores and timing (timing.<form>, with its own
+    per-pass seconds); no timing where it has none (a peer's null, a timing from before the forms were
+    timed), which counts as not timed."""
+    timing = (metrics.get("timing") or {}).get(form)
+    if not timing:
+        return {"status": "ok", "student": {}}
+    return {"status": "ok", "student": {"test": timing["test"]}, "timing": timing}
+
+
+def served_forms(cells: list[Cell], reads: dict[str, str] | None = None) -> dict[str, dict[str, str]]:
+    """Each trained row's forms: EAGER -> the row itself, and each deployed row of the same runs (the
+    same cell keys) by its form, e.g. {"BiLSTM": {"student": "BiLSTM", "onnx": "BiLSTM, ONNX", ...}}."""
+    reads = reads or {}
+    trained = {cell.key: cell.row for cell in cells if reads.get(cell.row) not in DEPLOYED_READS}
+    forms = {row: {EAGER: row} for row in trained.values()}
+    for cell in cells:
+        form = reads.get(cell.row, EAGER)
+        if form in DEPLOYED_READS and cell.key in trained:
+            forms[trained[cell.key]][form] = cell.row
+    return forms
 
 
 def accuracies(runs: list[dict], split: str = "test") -> list[float]:
@@ -72,39 +113,59 @@ def pass_ratio(slow: list[dict], fast: list[dict], field: str) -> tuple[float, f
     return (statistics.median(ratios), min(ratios), max(ratios)) if ratios else None
 
 
-def speed_target(name: str, rows: dict, slow: str, fast: str, field: str, required: float) -> Target:
-    ratio = pass_ratio(rows.get(slow, []), rows.get(fast, []), field) if slow in rows and fast in rows else None
-    if ratio is None:
+def speed_target(name: str, rows: dict, slow: str, fast: str, field: str, required: float,
+                 forms: dict[str, dict[str, str]] | None = None) -> Target:
+    """How many times faster `fast` is than `slow`: `fast` in each of its served forms (`forms`,
+    served_forms'), against `slow` in the same form where that form was timed, else its own row (a
+    peer is served one way); the form with the highest median ratio, its rows named."""
+    forms = forms or {}
+    best = None
+    for form, fast_row in forms.get(fast, {EAGER: fast}).items():
+        slow_row = forms.get(slow, {}).get(form, slow)
+        if not all("timing" in run for run in rows.get(slow_row, [{}])):
+            slow_row = slow
+        ratio = pass_ratio(rows[slow_row], rows[fast_row], field) if slow_row in rows and fast_row in rows else None
+        if ratio is not None and (best is None or ratio[0] > best[0][0]):
+            best = ratio, f"{fast_row} against {slow_row}"
+    if best is None:
         return Target(name, None, required)
-    return Target(name, ratio[0], required, f"{ratio[1]:.1f}-{ratio[2]:.1f} over passes")
+    (median, low, high), compared = best
+    return Target(name, median, required, f"{low:.1f}-{high:.1f} over passes", compared)
 
 
-def frontier_target(rows: dict[str, list[dict]]) -> Target:
-    """1 when no peer is more accurate than every runner student at least as fast, else 0. "More
-    accurate" as every ordering this project states (distil.tables.orderings): beyond the spread
-    over seeds (the pooled t-test at 95%, the seed variance and df pooled over every timed row), or
-    by the mean when either side has one seed. A peer below the mean of no faster runner student but
-    within the spread of the most accurate one is a tie, and the spread says so."""
+def frontier_target(rows: dict[str, list[dict]], deployed: set[str] = frozenset()) -> Target:
+    """1 when no peer is more accurate than every runner student at least as fast, else 0; the runner
+    students are the trained rows and their `deployed` forms, each at its own accuracy and latency.
+    "More accurate" as every ordering this project states (distil.tables.orderings): beyond the spread
+    over seeds (the pooled t-test at 95%, the seed variance and df pooled over every timed row but the
+    deployed ones, which are the same runs again), or by the mean when either side has one seed. A
+    peer below the mean of no faster runner student but within the spread of the most accurate one is
+    a tie, and the spread says so. `rows` names the runner row that matches each peer: the fastest
+    of those as fast and as accurate, or the one it ties with."""
     timed = {row: runs for row, runs in rows.items() if runs and all("timing" in run for run in runs)}
     peers = [row for row in timed if row.startswith(PEER_PREFIX)]
     ours = [row for row in timed if not row.startswith(PEER_PREFIX)]
     name = "a runner student on or above the frontier at every latency"
     if not peers or not ours:
         return Target(name, None, 1)
-    beaten, tied = [], []
-    spread = pooled_spread(accuracies(runs) for runs in timed.values())  # one seed noise for the task
+    beaten, tied, matched = [], [], []
+    # one seed noise for the task
+    spread = pooled_spread(accuracies(runs) for row, runs in timed.items() if row not in deployed)
     for peer in peers:
         faster = [o for o in ours if latency(timed[o]) <= latency(timed[peer])]
-        if any(accuracy(timed[o]) >= accuracy(timed[peer]) for o in faster):
+        matching = [o for o in faster if accuracy(timed[o]) >= accuracy(timed[peer])]
+        if matching:
+            matched.append(f"{peer}: {min(matching, key=lambda o: latency(timed[o]))}")
             continue
         rival = max(faster, key=lambda o: accuracy(timed[o])) if faster else None
         if rival is not None and beyond_spread(accuracies(timed[peer]), accuracies(timed[rival]), spread) is False:
             tied.append(f"{peer} ({described(timed[peer])}; {rival}: {described(timed[rival])})")
+            matched.append(f"{peer}: {rival} (a tie)")
         else:
             beaten.append(f"{peer} ({nearest(peer, timed, ours)})")
     ties = "; tied within the spread: " + "; ".join(tied) if tied else ""
     spread = ("every peer matched" if not beaten else "not matched: " + "; ".join(beaten)) + ties
-    return Target(name, float(not beaten), 1, spread)
+    return Target(name, float(not beaten), 1, spread, "; ".join(matched))
 
 
 def nearest(peer: str, timed: dict[str, list[dict]], ours: list[str]) -> str:
@@ -130,20 +191,25 @@ def static_accuracy_target(rows: dict[str, list[dict]], schedules: dict[str, lis
     if schedules:
         best = max(schedules, key=lambda row: accuracy(schedules[row], "dev"))
         return Target(name, accuracy(schedules[best]), MODEL2VEC_ACCURACY,
-                      f"{best} (dev {accuracy(schedules[best], 'dev'):.2f}, n={len(schedules[best])})")
-    return Target(name, accuracy(rows[STATIC]) if STATIC in rows else None, MODEL2VEC_ACCURACY, "d1 (frontier-sst2)")
+                      f"{best} (dev {accuracy(schedules[best], 'dev'):.2f}, n={len(schedules[best])})", best)
+    return Target(name, accuracy(rows[STATIC]) if STATIC in rows else None, MODEL2VEC_ACCURACY, "d1 (frontier-sst2)",
+                  STATIC if STATIC in rows else "")
 
 
-def targets(cells: list[Cell], schedule_cells: list[Cell] = ()) -> list[Target]:
-    """`cells`: frontier-sst2's; `schedule_cells`: frontier-static's (the static student's schedules)."""
-    rows = by_row(cells)
+def targets(cells: list[Cell], schedule_cells: list[Cell] = (), reads: dict[str, str] | None = None) -> list[Target]:
+    """`cells`: frontier-sst2's, its deployed rows' too; `schedule_cells`: frontier-static's (the static
+    student's schedules); `reads`: row -> what it reads (onnx, int8: a deployed form; else the trained
+    student), as the preset's rows say."""
+    rows, forms = by_row(cells, reads), served_forms(cells, reads)
+    deployed = {row for row, form in (reads or {}).items() if form in DEPLOYED_READS}
     return [
         static_accuracy_target(rows, by_row(list(schedule_cells))),
-        speed_target("static vs BiLSTM, batch 32 end to end (x)", rows, BILSTM, STATIC, "batch32_ex_per_s", 20),
-        speed_target("static vs BiLSTM, one sentence end to end (x)", rows, BILSTM, STATIC, "single_ms", 15),
+        speed_target("static vs BiLSTM, batch 32 end to end (x)", rows, BILSTM, STATIC, "batch32_ex_per_s", 20,
+                     forms),
+        speed_target("static vs BiLSTM, one sentence end to end (x)", rows, BILSTM, STATIC, "single_ms", 15, forms),
         speed_target("static vs model2vec's pipeline, batch 32 end to end (x)", rows, MODEL2VEC, STATIC,
-                     "batch32_ex_per_s", 0.8),
-        frontier_target(rows),
+                     "batch32_ex_per_s", 0.8, forms),
+        frontier_target(rows, deployed),
     ]
 
 
@@ -159,12 +225,13 @@ def write_targets(scale: str, root: Path):
     from distil.tables.load import load_preset
 
     preset = load_preset(PRESET)
-    # the students as they trained: the rows of their deployed forms (reads: onnx, int8) are the same runs
-    cells = [cell for cell in collect(expand(preset, scale), root) if preset.reads_of(cell.row) == "student"]
+    # the students as they trained and as they deploy (reads: onnx, int8: the same runs, their timing.<form>)
+    cells = [cell for cell in collect(expand(preset, scale), root) if not preset.reads_teacher(cell.row)]
+    reads = {row.label: row.reads for row in preset.rows}
     schedule_cells = collect(expand(load_preset(SCHEDULES), scale), root)
     frame = pd.DataFrame([{"target": t.name, "ours": None if t.ours is None else round(t.ours, 2),
                            "required": t.required, "met": {None: "not measured", True: "yes", False: "no"}[t.met],
-                           "spread": t.spread} for t in targets(cells, schedule_cells)])
+                           "rows": t.rows, "spread": t.spread} for t in targets(cells, schedule_cells, reads)])
     out = root / "tables"
     out.mkdir(parents=True, exist_ok=True)
     frame.to_csv(out / "frontier-targets.csv", index=False)
