@@ -149,7 +149,9 @@ def test_the_card_says_where_the_student_came_from(smoke_run, tmp_path, capsys):
                    f"| test | accuracy | {100 * metrics['student']['test']['accuracy']:.2f} | "
                    f"{100 * metrics['teacher']['test']['accuracy']:.2f} | 33.33 |",
                    f"| parameters (deployed) | {metrics['student']['params']:,} (",
-                   "`model.safetensors` 0.", "| latency, one text | not measured by this run",
+                   "`model.safetensors` 0.",
+                   "| ONNX fp32, `backend=\"onnx\"` | not in the folder | not measured | not measured | not measured | "
+                   "nothing yet |",
                    "## Reproduce\n\n```bash\ndistil debug=smoke\n```",
                    "huggingface_hub.upload_folder", "uploading was not tested"]:
         assert pinned in card, pinned

@@ -293,6 +293,18 @@ def test_distil_export_on_a_smoke_run(tmp_path, monkeypatch, capsys):
             f"{sizes['model.int8.onnx'] / sizes['model.onnx']:.2f}x the fp32 file)") in files
     assert files.index("model.safetensors") < files.index("model.onnx") < files.index("model.int8.onnx")
     assert 'Student.load(".")   # backend="onnx-int8" serves its ONNX export' in card
+    # what it measured is kept in export.json, and the card lists it for each served form
+    record = json.loads((student / "export.json").read_text())
+    assert (record["measured_by"], record["metric"], record["texts"]) == ("distil export", "accuracy", 24)
+    assert record["onnx"]["test"]["accuracy"] == record["eager"]["test"]["accuracy"] == recorded
+    assert record["onnx"]["agreeing"] == record["onnx"]["compared"] == 24
+    for form, row, file in (("eager", "PyTorch (eager), `backend=\"torch\"`", "model.safetensors"),
+                            ("onnx", "ONNX fp32, `backend=\"onnx\"`", "model.onnx"),
+                            ("int8", "ONNX int8, `backend=\"onnx-int8\"`", "model.int8.onnx")):
+        assert record[form]["ex_per_s"] > 0
+        assert (f"| {row} | `{file}` {(student / file).stat().st_size / 1e6:.2f} MB | not measured | "
+                f"{record[form]['ex_per_s']:,.0f} examples/s, model time only, batches of 32 | "
+                f"{100 * record[form]['test']['accuracy']:.2f} | distil export (export.json) |") in card
 
 
 def bad_runs(root: Path) -> dict[str, tuple[Path, str]]:

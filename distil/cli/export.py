@@ -4,7 +4,8 @@ Writes model.onnx (and with --int8 model.int8.onnx, ONNX Runtime's int8 quantisa
 student folder, student/ or every student-<lang>/ of a D0 run, beside model.safetensors. Each file is
 then served by ONNX Runtime on the run's whole test split, read as the run read it, and compared
 with the saved student in PyTorch: the largest logit difference, how many predictions agree, the
-test score in the task's own metric, and examples per second.
+test score in the task's own metric, and examples per second. What it measured goes to the student
+folder's export.json, which the model card (rendered again last) lists for each served form.
 """
 
 from __future__ import annotations
@@ -75,19 +76,22 @@ def export_student(run_dir: Path, folder: Path, language: str | None, run, int8:
         agreement,
         encoded_batches,
         export_onnx,
+        measured,
         onnx_forward,
         quantise_int8,
         run_pass,
         score,
         torch_forward,
+        write_export_record,
     )
-    from distil.serve.onnx_session import ONNX_FILES
+    from distil.serve.onnx_session import EXPORT_RECORD, ONNX_FILES
     from distil.serve.student import SavedStudent
 
     student = SavedStudent(folder, device="cpu")
     task, names = run.task, run.data.label_names
     split, texts = run.test_split(student, language, name=folder.name)
     print(f"{folder}: exporting the {student.cfg.name} student", flush=True)
+    (folder / EXPORT_RECORD).unlink(missing_ok=True)  # it measured the files about to be replaced
     started = time.perf_counter()
     fp32 = folder / ONNX_FILES["onnx"]
     export_onnx(student, fp32)
@@ -98,14 +102,17 @@ def export_student(run_dir: Path, folder: Path, language: str | None, run, int8:
     reference = run_pass(torch_forward(student), batches, TIMED_SECONDS)
     exported = run_pass(onnx_forward(fp32), batches, TIMED_SECONDS)
     metric = task.metric
-    fp32_score = score(task, exported, split, names)[metric]
-    torch_score = score(task, reference, split, names)[metric]
+    fp32_scores, torch_scores = score(task, exported, split, names), score(task, reference, split, names)
+    fp32_score, torch_score = fp32_scores[metric], torch_scores[metric]
+    forms = {"eager": measured(reference, len(texts), torch_scores),
+             "onnx": measured(exported, len(texts), fp32_scores, reference)}
     print(f"  ONNX Runtime against PyTorch: {compared(agreement(reference, exported))}")
     recorded = recorded_score(run_dir, metric, language)
     print(f"  test {metric}: ONNX {points(fp32_score)}, PyTorch {points(torch_score)}"
           + (f" (the run recorded {points(recorded)})" if recorded is not None else "")
           + f"; {rate(exported, texts)} examples/s (PyTorch {rate(reference, texts)}, batches of 32)", flush=True)
     if not int8:
+        write_export_record(folder, forms, metric, len(texts))
         return
     started = time.perf_counter()
     path = folder / ONNX_FILES["onnx-int8"]
@@ -113,7 +120,10 @@ def export_student(run_dir: Path, folder: Path, language: str | None, run, int8:
     print(f"  wrote {path} ({megabytes(path)}, {path.stat().st_size / fp32.stat().st_size:.2f}x the fp32 file) in "
           f"{time.perf_counter() - started:.1f} s", flush=True)
     quantised = run_pass(onnx_forward(path), batches, TIMED_SECONDS)
-    int8_score = score(task, quantised, split, names)[metric]
+    int8_scores = score(task, quantised, split, names)
+    int8_score = int8_scores[metric]
+    forms["int8"] = measured(quantised, len(texts), int8_scores, reference)
+    write_export_record(folder, forms, metric, len(texts))
     change = 100 * (int8_score - fp32_score)
     speedup = exported.seconds / max(quantised.seconds, 1e-9)
     print(f"  int8: test {metric} {points(int8_score)} ({change:+.2f} against fp32, "

@@ -3,8 +3,15 @@
 It says what the student does (task, labels), where it came from (teacher and its fine-tuned
 artifact, the cached targets, the transfer set's fingerprint, schedule, seed), how good it is (test
 scores beside the teacher's), how big and fast, and the command that trains it again. It reads
-metrics.json, and where they exist the run's .hydra/config.yaml (the teacher's source) and a table's
-timing.json (one-text latency); what none of them records is said to be unrecorded, never guessed.
+metrics.json, and where they exist the run's .hydra/config.yaml (the teacher's source), a frontier
+table's timing.json and the student folder's export.json (what `distil export` measured); what none of
+them records is said to be unrecorded or not measured, never guessed.
+
+How big and fast is said for each served form, PyTorch (eager), ONNX fp32 and ONNX int8: its file and
+size, its one-text latency, its throughput and its test score, one row per source that measured it,
+each naming its source: the run (the trained student's test scores and throughput), the frontier's
+interleaved timing (timing.json: each form end to end, against the teacher) or distil export
+(export.json: each form's model time on the test split, and its test score).
 
 A run writes the cards when it ends (distil/run/pipeline.py); `distil card RUN_DIR` renders them again.
 """
@@ -20,7 +27,7 @@ import yaml
 
 from distil import __version__
 from distil.errors import DistilError
-from distil.serve.onnx_session import ONNX_FILES
+from distil.serve.onnx_session import EXPORT_RECORD, ONNX_FILES
 from distil.serve.routing import student_folders
 
 CARD = "README.md"
@@ -34,6 +41,13 @@ WEIGHTS = ("*.safetensors", "*.onnx")  # the files a card gives the size of
 # what serves each of them (`distil export RUN_DIR [--int8]` writes the ONNX files), in the order listed
 SERVED_BY = {"model.safetensors": "PyTorch", ONNX_FILES["onnx"]: "ONNX Runtime, `backend=\"onnx\"`",
              ONNX_FILES["onnx-int8"]: "ONNX Runtime int8, `backend=\"onnx-int8\"`"}
+# each served form (timing.json's and export.json's key) -> (its name on the card, its file, its backend)
+FORMS = {"eager": ("PyTorch (eager)", "model.safetensors", "torch"),
+         "onnx": ("ONNX fp32", ONNX_FILES["onnx"], "onnx"), "int8": ("ONNX int8", ONNX_FILES["onnx-int8"], "onnx-int8")}
+BY_RUN = "the run (metrics.json)"
+BY_FRONTIER = "the frontier's interleaved timing (timing.json)"
+BY_EXPORT = "distil export (export.json)"
+NOT_MEASURED = "not measured"
 
 
 @dataclass
@@ -95,7 +109,7 @@ def render_card(record: RunRecord, folder: Path, language: str | None, languages
     parts = [front_matter(task, language), f"# {title}", summary(record, language, languages),
              task_section(record, task), scores_section(record, language), provenance_section(record),
              size_section(record, folder, language), use_section(record, folder, languages),
-             reproduce_section(record), warnings_section(record), footer(record)]
+             reproduce_section(record), warnings_section(record), footer(record, folder)]
     return "\n\n".join(part for part in parts if part) + "\n"
 
 
@@ -203,12 +217,76 @@ def size_section(record: RunRecord, folder: Path, language: str | None) -> str:
         else record.get("student", "params")
     teacher = record.get("teacher", "params")
     ratio = f" ({size_ratio(params, teacher)} the teacher's {teacher:,})" if params and teacher else ""
-    speed = record.get("speed") or {}
     rows = [("parameters (deployed)", f"{params:,}{ratio}" if params else NOT_RECORDED),
-            ("files", files_text(folder)),
-            ("throughput", throughput_text(speed, record.get("runtime"), per_language=bool(counts.get("per_model")))),
-            ("latency, one text", latency_text(record.timing))]
-    return "\n".join(["## Size and speed", "", "| | |", "|---|---|", *(f"| {k} | {v} |" for k, v in rows)])
+            ("files", files_text(folder))]
+    return "\n".join(["## Size and speed", "", "| | |", "|---|---|", *(f"| {k} | {v} |" for k, v in rows), "",
+                      forms_text(record, folder, language, per_language=bool(counts.get("per_model")))])
+
+
+def forms_text(record: RunRecord, folder: Path, language: str | None, per_language: bool) -> str:
+    """Each served form's file, one-text latency, throughput and test score, a row per source that
+    measured it (the form's row says "not measured" where none did); a schedule=d0 run's directory
+    points to its students' own cards."""
+    if per_language and language is None:
+        return "Each `student-<lang>/` folder's card gives its student's served forms, sizes and speed."
+    metric = record.get("metric") or NOT_RECORDED
+    export_path = folder / EXPORT_RECORD
+    export = json.loads(export_path.read_text()) if export_path.is_file() else {}
+    timing = record.timing if language is None else None  # a frontier table's cell: one student, no languages
+    lines = [f"| served as | file | one text | throughput | test {metric} | measured by |", "|---|---|---|---|---|---|"]
+    for form, (name, file, backend) in FORMS.items():
+        path = folder / file
+        shown = f"`{file}` {megabytes(path)}" if path.is_file() else "not in the folder"
+        rows = [*([run_measures(record, language, per_language)] if form == "eager" else []),
+                *([frontier_measures(timing, form, metric, record, language)] if timing and (
+                    form == "eager" or timing.get(form)) else []),
+                *([export_measures(export[form], metric)] if export.get(form) else [])]
+        for one, rate, test, source in rows or [(NOT_MEASURED, NOT_MEASURED, NOT_MEASURED, "nothing yet")]:
+            lines.append(f"| {name}, `backend=\"{backend}\"` | {shown} | {one} | {rate} | {test} | {source} |")
+    return "\n".join([*lines, "", FORMS_NOTE])
+
+
+FORMS_NOTE = ("The frontier's timing serves each form end to end (text in, logits out, tokenisation included) in "
+              "one interleaved run with the teacher, on the table's threads; distil export times the model alone "
+              "on inputs encoded before the clock, the fastest pass over the test split; the run times its "
+              "trained student, model time only. Not measured: `distil export RUN_DIR --int8` measures the exports, a "
+              "frontier table's timing writes timing.json, then `distil card RUN_DIR` shows them.")
+
+
+def run_measures(record: RunRecord, language: str | None, per_language: bool) -> tuple[str, str, str, str]:
+    """The trained student as the run measured it: its throughput and its test score."""
+    test = record.get("student", "test", "per_language", language) if language else \
+        record.get("student", "test", record.get("metric") or "")
+    rate = throughput_text(record.get("speed") or {}, record.get("runtime"), per_language)
+    return NOT_MEASURED, rate, percent_or_not(test), BY_RUN
+
+
+def frontier_measures(timing: dict, form: str, metric: str, record: RunRecord,
+                      language: str | None) -> tuple[str, str, str, str]:
+    """A form as the frontier's timing measured it (timing.json: the eager student's fields at its top,
+    each deployed form's under its key, its test scores with it)."""
+    block = timing if form == "eager" else timing[form]
+    one = (f"{block['single_ms']:.3f} ms end to end ({block.get('single_speedup', 0):.1f}x the teacher's)"
+           if block.get("single_ms") is not None else NOT_MEASURED)
+    rate = (f"{block['batch32_ex_per_s']:,.0f} examples/s end to end, batches of 32 "
+            f"({block.get('speedup', 0):.1f}x the teacher's)" if block.get("batch32_ex_per_s") is not None
+            else NOT_MEASURED)
+    if form == "eager":  # the timing scores the deployed forms; the trained student's score is the run's
+        test = f"{percent_or_not(record.get('student', 'test', metric))} (the run's)"
+    else:
+        test = percent_or_not((block.get("test") or {}).get(metric))
+    return one, rate, test, BY_FRONTIER
+
+
+def export_measures(block: dict, metric: str) -> tuple[str, str, str, str]:
+    """A form as `distil export` measured it (export.json): model time in batches of 32, its test score."""
+    rate = f"{block['ex_per_s']:,.0f} examples/s, model time only, batches of 32" \
+        if block.get("ex_per_s") is not None else NOT_MEASURED
+    return NOT_MEASURED, rate, percent_or_not((block.get("test") or {}).get(metric)), BY_EXPORT
+
+
+def percent_or_not(value) -> str:
+    return percent(value) if isinstance(value, int | float) else NOT_MEASURED
 
 
 def files_text(folder: Path) -> str:
@@ -233,19 +311,11 @@ def size_ratio(params: int, teacher: int) -> str:
 
 def throughput_text(speed: dict, runtime: dict | None, per_language: bool) -> str:
     if not speed.get("student_ex_per_s"):
-        return NOT_RECORDED
+        return NOT_MEASURED
     return (f"{speed['student_ex_per_s']:,.0f} examples/s, teacher {speed.get('teacher_ex_per_s', 0):,.0f} "
             f"({speed.get('speedup', 0):.1f}x), in batches of {speed.get('batch_size')} on "
-            f"{(runtime or {}).get('device', NOT_RECORDED)}, model time only, measured by the run"
+            f"{(runtime or {}).get('device', NOT_RECORDED)}, model time only"
             + (" on its first language's student" if per_language else ""))
-
-
-def latency_text(timing: dict | None) -> str:
-    if timing and timing.get("single_ms") is not None:
-        return (f"{timing['single_ms']:.3f} ms end to end ({timing.get('single_speedup', 0):.1f}x the teacher's), "
-                f"from the table's timing.json")
-    return ("not measured by this run (a frontier table's timing writes timing.json, which `distil card RUN_DIR` "
-            "then shows; `distil predict --file` prints a file's throughput)")
 
 
 def use_section(record: RunRecord, folder: Path, languages: list[str] | None) -> str:
@@ -284,12 +354,13 @@ def warnings_section(record: RunRecord) -> str:
     return "\n".join(["## Warnings", "", *(f"- {warning}" for warning in warnings)]) if warnings else ""
 
 
-def footer(record: RunRecord) -> str:
+def footer(record: RunRecord, folder: Path) -> str:
     read = ["metrics.json", *([".hydra/config.yaml"] if record.config else []),
             *(["timing.json"] if record.timing else [])]
-    return (f"---\n\nRendered by distil {__version__} from the run's {', '.join(read)}. The folder is laid out for "
-            f"`huggingface_hub.upload_folder(folder_path=..., repo_id=...)`; uploading was not tested (distil "
-            f"runs offline).")
+    exported = f" and the folder's {EXPORT_RECORD}" if (folder / EXPORT_RECORD).is_file() else ""
+    return (f"---\n\nRendered by distil {__version__} from the run's {', '.join(read)}{exported}. The folder is "
+            f"laid out for `huggingface_hub.upload_folder(folder_path=..., repo_id=...)`; uploading was not tested "
+            f"(distil runs offline).")
 
 
 def percent(value) -> str:

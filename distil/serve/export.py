@@ -12,10 +12,14 @@ graph optimisation, which folds the LSTM's weights into constants): without it t
 stay in fp32. Measured on a BiLSTM of 300 + 300 units and 20,000 wordpieces (2 cores): 2.1x as fast
 as fp32 in batches of 2 and of 32, 7.5 MB instead of 29.8, 255 of 256 predictions the same. A
 PyTorch-quantised LSTM does not export at all.
+
+What the check measured (each form's examples per second on the test split and its test scores, the
+exports' agreement with PyTorch) goes to the student folder's export.json, which the model card lists.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import tempfile
@@ -30,8 +34,9 @@ import numpy as np
 import torch
 from torch import nn
 
+from distil import __version__
 from distil.data.prepared import PreparedSplit
-from distil.serve.onnx_session import OnnxLogits
+from distil.serve.onnx_session import EXPORT_RECORD, OnnxLogits
 from distil.serve.student import SavedStudent
 from distil.students.exportable import exportable
 from distil.tasks.text import PAIR_SEPARATOR
@@ -183,7 +188,10 @@ def split_texts(split: PreparedSplit, inputs: str) -> list[str]:
     return list(examples["text"][:])
 
 
-def encoded_batches(student: SavedStudent, texts: list[str], batch_size: int = 32) -> list[tuple]:
+BATCH = 32  # the check's batch size
+
+
+def encoded_batches(student: SavedStudent, texts: list[str], batch_size: int = BATCH) -> list[tuple]:
     """The texts' model inputs in batches of `batch_size` (one text too in the batched layout, which is
     what an exported model reads), encoded once, before any model is timed."""
     return [student.encode_batch(texts[start:start + batch_size], one_request=False)
@@ -258,3 +266,27 @@ def score(task, outputs: Pass, split: PreparedSplit, names: list[str]) -> dict:
     """The task's scores of these logits on the split, as the run scored its student."""
     logits = [torch.from_numpy(np.ascontiguousarray(x)) for x in outputs.logits]
     return task.score(logits if task.per_token else torch.stack(logits), split, names)
+
+
+# --- what the check measured: export.json --------------------------------------------------------
+
+def measured(outputs: Pass, texts: int, scores: dict, reference: Pass | None = None) -> dict:
+    """One served form's record: examples/s (model time on inputs encoded before the clock, batches of
+    BATCH, the fastest pass), its test scores and, against PyTorch's `reference`, how far its logits are."""
+    record = {"ex_per_s": texts / max(outputs.seconds, 1e-9), "test": scores}
+    if reference is not None:
+        found = agreement(reference, outputs)
+        record.update(max_logit_difference=found.max_difference, agreeing=found.agreeing,
+                      compared=found.compared, unit=found.unit)
+    return record
+
+
+def write_export_record(folder: Path, forms: dict[str, dict], metric: str, texts: int) -> Path:
+    """<folder>/export.json, whole or absent: `forms` (eager, onnx and, with --int8, int8: measured's
+    records) on the `texts` examples of the run's test split, `metric` the task's primary one."""
+    record = {"measured_by": "distil export", "distil_version": __version__, "split": "test", "texts": texts,
+              "batch_size": BATCH, "timed": "model time only, inputs encoded before the clock, the fastest pass",
+              "metric": metric, **forms}
+    path = folder / EXPORT_RECORD
+    _write(path, lambda tmp: tmp.write_text(json.dumps(record, indent=1)))
+    return path

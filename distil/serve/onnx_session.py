@@ -13,6 +13,8 @@ import numpy as np
 from distil.errors import DistilError
 
 ONNX_FILES = {"onnx": "model.onnx", "onnx-int8": "model.int8.onnx"}  # backend name -> file in the student folder
+# what `distil export` measured of the student and its exports, in the student folder (the model card reads it)
+EXPORT_RECORD = "export.json"
 
 
 class OnnxLogits:

@@ -50,7 +50,7 @@ from distil.config.overrides import CONFIG_DIR_ENV
 from distil.config.schema import reading_length
 from distil.data.batching import pad
 from distil.errors import DistilError
-from distil.serve.onnx_session import ONNX_FILES, OnnxLogits
+from distil.serve.onnx_session import EXPORT_RECORD, ONNX_FILES, OnnxLogits
 from distil.serve.speed import torch_threads
 from distil.serve.student import SavedStudent
 from distil.tables.cells import TIMING_FILE
@@ -131,6 +131,8 @@ def exported(student: SavedStudent, directory: Path) -> dict[str, Path]:
              or files["onnx"].stat().st_mtime_ns < (directory / DISK_FILES[0]).stat().st_mtime_ns)
     try:
         if fresh:
+            # `distil export`'s record measured the files being replaced: the card must not show it for these
+            (directory / EXPORT_RECORD).unlink(missing_ok=True)
             export_onnx(student, files["onnx"])
         if fresh or not files["int8"].is_file():
             quantise_int8(files["onnx"], files["int8"])
