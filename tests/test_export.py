@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -166,6 +167,29 @@ def test_a_static_student_served_as_bags_encodes_on_every_backend(task_name, tok
     # serving logits from bags still skips the head: no representation computed there
     with torch.no_grad():
         assert "representation" not in student.model.forward_bags(*student.encode_batch(texts, one_request=False))
+
+
+def test_an_export_without_the_representation_says_to_export_again(tokenizer, tmp_path, monkeypatch):
+    """A graph written before the export kept a bag student's representation head has no such output:
+    encode() on it is one line naming the fix."""
+    import distil.serve.export as export
+    from distil import Student
+    from distil.students.heads import WithRepresentation
+
+    def without_representation(model):
+        copy = exportable(model)
+        for module in copy.modules():
+            if isinstance(module, WithRepresentation):
+                module.represent_bags = False
+        return copy
+
+    student = saved_student(tmp_path, tokenizer, "static", "classification", representation_head=True)
+    monkeypatch.setattr(export, "exportable", without_representation)
+    export_onnx(student, tmp_path / ONNX_FILES["onnx"])
+    message = ("this student's ONNX export has no representation output (an export from before distil exported it); "
+               "export it again with `distil export RUN_DIR`, or use backend='torch'")
+    with pytest.raises(DistilError, match=f"^{re.escape(message)}$"):
+        Student.load(tmp_path, backend="onnx").encode(TEXTS)
 
 
 @pytest.mark.parametrize("layers", [1, 2])
