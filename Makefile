@@ -61,7 +61,7 @@ mrpc:  ## sentence pairs: BiLSTM on the joined pair vs the siamese student
 wikiann:  ## NER in 6 languages with the BiLSTM tagger
 	distil dataset=wikiann student=bilstm-tagger
 
-results:  ## every table from the recorded runs (results/), then docs/results/ (a page per paper, the frontier, the benchmarks, the findings overview) and README's "what is reproduced"
+results:  ## every table from the recorded runs (results/), then docs/results/ (a page per paper, the frontier, the benchmarks, the recorded searches, the findings overview) and README's "what is reproduced"
 	distil table --all --render-only
 	distil table --all --set frontier --render-only --frontier-targets --pages
 	$(PYTHON) scripts/readme_results.py
@@ -84,8 +84,8 @@ tables-status:  ## how far every paper table is: cells done (here or recorded in
 frontier:  ## every student on one cached teacher: accuracy, size, speed, Pareto plot (SST-2, MRPC, WikiANN)
 	distil table --all --set frontier --scale cpu --frontier-targets
 
-search-sst2:  ## the most accurate SST-2 student under 1 ms and 10 MB: distil search sst2 -> outputs/search/sst2 (rerun to resume)
-	distil search sst2
+search-sst2:  ## the most accurate SST-2 student under 1 ms and 10 MB: distil search sst2 -> outputs/search/sst2, recorded in results/search/sst2 (rerun to resume)
+	distil search sst2 --record
 
 docs:  ## build the documentation site (mkdocs-material) into site/, strictly: a broken link or a page missing from the nav fails
 	NO_MKDOCS_2_WARNING=1 DISABLE_MKDOCS_2_WARNING=true $(PYTHON) -m mkdocs build --strict

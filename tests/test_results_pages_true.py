@@ -40,7 +40,7 @@ def test_every_committed_results_page_is_what_the_recorded_runs_render(tmp_path,
     monkeypatch.setenv("DISTIL_OUTPUTS", str(tmp_path / "outputs"))
     table_main(["--all", "--render-only"])
     table_main(["--all", "--set", "frontier", "--render-only", "--frontier-targets"])
-    write_pages(tmp_path / "outputs" / "tables", tmp_path / "results")
+    table_main(["--pages", str(tmp_path / "results")])  # as make results: the papers' pages and the searches'
     committed = sorted(p.name for p in (REPO / "docs" / "results").glob("*.md"))
     assert sorted(p.name for p in (tmp_path / "results").glob("*.md")) == committed
     for name in committed:

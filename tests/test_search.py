@@ -91,8 +91,37 @@ def dead_worker() -> str:
     return f"{socket.gethostname()}:{process.pid}"
 
 
+def check_record(recorded, out, path, stdout: str) -> None:
+    """--record copies the report into results/search/<preset>/ with how it was measured."""
+    import json
+
+    from distil.search.page import recorded as read_record
+    from distil.search.page import write_search_page
+
+    assert sorted(p.name for p in recorded.iterdir()) == ["pareto.csv", "pareto.png", "search.json", "trials.csv"]
+    for name in ("trials.csv", "pareto.csv", "pareto.png"):
+        assert (recorded / name).read_bytes() == (out / name).read_bytes()
+    assert (recorded / "pareto.png").stat().st_size < 100_000  # small enough to commit
+    record = json.loads((recorded / "search.json").read_text())
+    assert record == read_record(recorded)  # its digests match its files
+    assert record["command"] == f"distil search {path} --out {out} --record"
+    assert {key: record[key] for key in ("preset", "trials", "complete", "pruned", "failed", "killed", "invocations",
+                                         "families", "metric", "frontier", "limits")} == {
+        "preset": "tiny-search", "trials": 3, "complete": 3, "pruned": 0, "failed": 0, "killed": 0, "invocations": 1,
+        "families": ["bilstm"], "metric": "accuracy", "frontier": None,
+        "limits": {"max_latency_ms": 1000.0, "max_size_mb": 10.0}}
+    assert 0 < record["trial_s"] < record["wall_s"] == record["wall_s_total"]
+    assert record["best"]["trial"] in (0, 1, 2) and record["reference"]["overrides"] == ["student=bilstm"]
+    assert f"distil search: recorded in {recorded} (make results writes its page)" in stdout
+    docs = recorded.parent.parent.parent / "docs"
+    page = write_search_page(recorded.parent, docs, out.parent / "outputs").read_text()
+    assert "## tiny-search\n\n**The question**: the most accurate student under 1000 ms per text and 10 MB" in page
+    assert "**Trials**: 3 (3 complete, 0 pruned before training (predicted over a limit), 0 failed)" in page
+    assert (docs / "figures" / "search-tiny-search.png").read_bytes() == (out / "pareto.png").read_bytes()
+
+
 def test_a_search_runs_resumes_a_killed_trial_and_prunes_before_training(tmp_path, monkeypatch, capsys):
-    """The first search is the real command; the next two run in this process (a few seconds less each)."""
+    """The first search is the real command (recorded); the next two run in this process (a few seconds less each)."""
     from optuna.trial import TrialState
 
     from distil.search.study import KILLED, WORKER, open_study
@@ -100,13 +129,14 @@ def test_a_search_runs_resumes_a_killed_trial_and_prunes_before_training(tmp_pat
     path = tmp_path / "tiny-search.yaml"
     path.write_text(PRESET)
     out = tmp_path / "search"
-    ran = search([str(path), "--out", str(out)], tmp_path)
+    ran = search([str(path), "--out", str(out), "--record"], tmp_path)
     assert ran.returncode == 0, ran.stderr
     assert (out / "pareto.md").read_text().startswith("# Search tiny-search: the Pareto set")
     assert len((out / "trials.csv").read_text().splitlines()) == 4  # header + 3 trials
     assert {p.name for p in (out / "best").iterdir()} >= {"README.md", "config.json", "model.safetensors",
                                                           "vocab.json", "tokenizer", "search.json"}
     trained = cells(tmp_path)
+    check_record(tmp_path / "results" / "search" / "tiny-search", out, path, ran.stdout)
 
     # a worker killed during a fourth trial left it RUNNING: the next search fails it and runs its choices again
     preset = load_search(str(path))

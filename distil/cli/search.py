@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from pathlib import Path
 
 from distil.cli.parsing import Parser
@@ -53,10 +54,13 @@ examples:
   distil search sst2 --max-latency-ms 0.5 --max-size-mb 5
   distil search sst2 --jobs 2                     # two trials at once (or a second `distil search sst2`)
   distil search my-search.yaml --out outputs/search/mine
+  distil search sst2 --record                     # and record it in results/search/sst2 (make results: its page)
 
 writes to the search directory (default outputs/search/<preset>): study.db, trials.csv, pareto.{md,csv,png},
 best/ (the best student within the limits: `distil predict <dir>/best`, or Student.load); exit code 1
-when no finished trial is within the limits (no best/)
+when no finished trial is within the limits (no best/). With --record, also results/search/<preset>/:
+trials.csv, pareto.{csv,png} and search.json (command, machine, code version, date, wall time, trial
+counts), which `make results` turns into docs/results/search.md
 """
 
 
@@ -83,10 +87,16 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
                              "(default 1); other `distil search` processes on the same directory join too")
     parser.add_argument("--max-latency-ms", type=positive, metavar="MS", help="the preset's limits.max_latency_ms")
     parser.add_argument("--max-size-mb", type=positive, metavar="MB", help="the preset's limits.max_size_mb")
+    # a flag, not every search: results/ is the project's tracked record, and a search run to try a limit or
+    # a few trials must not replace the preset's record (make search-sst2 passes it)
+    parser.add_argument("--record", action="store_true",
+                        help="record the finished search in results/search/<preset>/ for the results page "
+                             "(make results); rerun with it to record a finished search: nothing trains again")
     return parser
 
 
 def main(argv: list[str] | None = None, prog: str = "distil search") -> int:
+    started = time.monotonic()
     parser = build_parser(prog)
     args = parser.parse_args(argv)
     if args.jobs < 1:
@@ -96,7 +106,7 @@ def main(argv: list[str] | None = None, prog: str = "distil search") -> int:
     with console_command(prog), exit_on_interrupt(f"{prog}: interrupted; rerun the same command to resume"):
         from distil.search.preset import load_search
         from distil.search.report import write_report
-        from distil.search.study import counts, run_search
+        from distil.search.study import add_wall, counts, run_search
         from distil.tables.run import outputs_root
 
         preset = load_search(args.preset, {"max_latency_ms": args.max_latency_ms,
@@ -106,6 +116,15 @@ def main(argv: list[str] | None = None, prog: str = "distil search") -> int:
         print(f"{prog}: study {preset.study_name} in {search_dir}, {preset.trials} trials", flush=True)
         study, ctx = run_search(preset, search_dir, root, args.jobs, lambda line: print(line, flush=True))
         result = write_report(study, ctx)
+        wall = time.monotonic() - started
+        total, invocations = add_wall(study, wall)
+        if args.record:
+            from distil.search.record import record_search
+
+            recorded = record_search(study, ctx, result["best"], {"wall_s": wall, "wall_s_total": total,
+                                                                 "invocations": invocations},
+                                     [prog, *(sys.argv[1:] if argv is None else argv)])
+            print(f"{prog}: recorded in {recorded} (make results writes its page)")
         states = ", ".join(f"{n} {state}" for state, n in sorted(counts(study.get_trials(deepcopy=False)).items()))
         print(f"{prog}: trials: {states}; {result['pareto']} on the Pareto front: {search_dir / 'pareto.md'}")
         best = result["best"]

@@ -65,9 +65,10 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
                         help="write outputs/tables/frontier-targets.{md,csv}: the frontier targets checked on the "
                              "frontier runs done at --scale (make frontier's last step); runs nothing")
     parser.add_argument("--pages", nargs="?", const="docs/results", metavar="DIR",
-                        help="write the results pages (one per paper and the findings overview, default "
-                             "docs/results) from the tables in outputs/tables, after any tables this command "
-                             "writes; runs nothing")
+                        help="write the results pages (one per paper, the frontier, the benchmarks, the recorded "
+                             "searches and the findings overview, default docs/results) from the tables in "
+                             "outputs/tables and the records in results/, after any tables this command writes; "
+                             "runs nothing")
     return parser
 
 
@@ -97,9 +98,12 @@ def main(argv: list[str] | None = None, prog: str = "distil table") -> int:
         if args.pages and not failed:
             from pathlib import Path
 
+            from distil.search.page import write_search_page
+            from distil.tables.ledger import results_root
             from distil.tables.pages import write_pages
 
-            for path in write_pages(outputs_root() / "tables", Path(args.pages)):
+            for path in [*write_pages(outputs_root() / "tables", Path(args.pages)),
+                         write_search_page(results_root() / "search", Path(args.pages), outputs_root())]:
                 print(f"{prog}: wrote {path}")
     if failed:
         print(f"{prog}: error: {len(failed)} cell(s) failed (status in their metrics.json; the tables mark "

@@ -17,14 +17,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from distil.common.atomic import write_json_atomic
+from distil.search.preset import TIMING_FIELDS, median_ms
 from distil.serve.onnx_session import ONNX_FILES, OnnxLogits
 from distil.serve.speed import torch_threads
 from distil.serve.student import SavedStudent
 from distil.store.admin import build_lock
 from distil.tables.timing import DEPLOYED, DISK_FILES, Timed, TimedStudent, disk_mb, exported, time_models
 
-# latency objective -> the time_models field whose per-pass seconds it reads (same texts for every model)
-FIELDS = {"single_ms": "single_ms", "batch32_ms": "batch32_ex_per_s"}
 FORMS = {backend: form for form, backend in DEPLOYED.items()}  # serving backend -> timing.json key (onnx, int8)
 
 
@@ -59,11 +58,6 @@ def served(folder: Path, backend: str, threads: int) -> Served:
     return Served(timed.models("student")[f"student/{form}"], timed, backend, folder)
 
 
-def median_ms(row: dict, latency: str) -> float:
-    """A time_models row's latency in ms per text."""
-    return row["single_ms"] if latency == "single_ms" else 1000 / row["batch32_ex_per_s"]
-
-
 def reference_ms(path: Path, reference: Timed, texts: list[str], latency: str, threads: int) -> float:
     """The reference's median latency, measured by the first worker of the search and read by every other
     (and by a resumed search) from `path`: the one number every trial's ratio is multiplied by."""
@@ -85,7 +79,7 @@ def relative_ms(model: Timed, reference: Timed, texts: list[str], latency: str, 
     model's seconds to the reference's on the same texts, times the reference's median."""
     with torch_threads(threads):
         result = time_models({"reference": reference, "model": model}, texts)
-    field = FIELDS[latency]
+    field = TIMING_FIELDS[latency]
     ratio = statistics.median(own / ref for own, ref in zip(result["model"]["per_pass"][field],
                                                             result["reference"]["per_pass"][field], strict=True))
     return ratio * reference_median, ratio

@@ -11,6 +11,8 @@
     latency: single_ms                   # single_ms (one text per call) | batch32_ms (ms per text, 32 a call)
     limits: {max_latency_ms: 1.0, max_size_mb: 10.0}   # null: no limit; both checked before training
     threads: 2                           # torch / ONNX Runtime threads while timing
+    frontier: frontier-sst2              # the hand-made frontier table of the same teacher the results page
+                                         # compares the Pareto set with (optional; not part of the study)
     space:
       student:                           # family (a student YAML) -> its own parameters (define-by-run)
         static: {student.embedding_dim: [64, 128, 256], student.mlp_hidden_size: [0, 256]}
@@ -40,11 +42,16 @@ from distil.tables.load import preset_files
 PRESET_DIR = Path(__file__).resolve().parent.parent / "conf" / "search"
 SAMPLERS = ("tpe", "nsga2")
 LATENCIES = ("single_ms", "batch32_ms")
+# latency objective -> the timing field whose per-pass seconds it reads (distil.tables.timing: same texts for every
+# model, so two models' per-pass seconds divide into a ratio)
+TIMING_FIELDS = {"single_ms": "single_ms", "batch32_ms": "batch32_ex_per_s"}
 BACKENDS = ("eager", "onnx", "onnx-int8")
 DIMENSIONS = ("student", "schedule", "transfer_size", "augment", "backend")  # the space's keys, in suggest order
 FIXED = "overrides"  # a family's fixed overrides inside its parameters
 FIELDS = {"name", "description", "base", "seed", "reference", "trials", "sampler", "latency", "limits", "threads",
-          "space"}
+          "space", "frontier"}
+# what changes no trial (its result, or whether it is pruned): not part of the study's name
+NOT_STUDIED = ("trials", "frontier")
 LIMITS = ("max_latency_ms", "max_size_mb")
 
 
@@ -92,11 +99,12 @@ class SearchPreset:
     limits: dict[str, float | None] = field(default_factory=lambda: dict.fromkeys(LIMITS))
     threads: int = 2
     space: Space = field(default_factory=Space)
+    frontier: str | None = None  # the table preset of the same teacher its results page compares with
 
     def digest(self) -> str:
         """What names its study: every field that changes a trial's result or whether it is pruned, not
-        how many trials run (`--trials` extends a search)."""
-        content = {k: v for k, v in asdict(self).items() if k != "trials"}
+        how many trials run (`--trials` extends a search), nor the table its results page compares with."""
+        content = {k: v for k, v in asdict(self).items() if k not in NOT_STUDIED}
         return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()[:12]
 
     @property
@@ -106,6 +114,11 @@ class SearchPreset:
     @property
     def families(self) -> list[Family]:
         return self.space.families
+
+
+def median_ms(timing: dict, latency: str) -> float:
+    """A timing row's (time_models', or a cell's timing.json) latency objective in ms per text."""
+    return timing["single_ms"] if latency == "single_ms" else 1000 / timing["batch32_ex_per_s"]
 
 
 def load_search(name_or_path: str, limits: dict[str, float | None] | None = None,
@@ -154,7 +167,7 @@ def _structured(data: dict, where: str) -> SearchPreset:
         reference=_strings(data.get("reference"), f"{where}: reference"),
         trials=_count(data.get("trials", 20), "trials", where, 1), sampler=str(data.get("sampler", "tpe")),
         latency=str(data.get("latency", "single_ms")), limits={key: limits.get(key) for key in LIMITS},
-        threads=_count(data.get("threads", 2), "threads", where, 1),
+        threads=_count(data.get("threads", 2), "threads", where, 1), frontier=_frontier(data.get("frontier"), where),
         space=Space(student=_families(space.get("student"), f"{where}: space.student"),
                     **{key: _choices(space[key], f"{where}: space.{key}") for key in DIMENSIONS[1:] if key in space}))
     check_choice("sampler", preset.sampler, SAMPLERS, where)
@@ -186,6 +199,14 @@ def _strings(value, where: str) -> list[str]:
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise DistilError(f"{where} must be a list of key=value overrides; fix the file")
     return list(value)
+
+
+def _frontier(value, where: str) -> str | None:
+    """A table preset's name (checked where the results page reads it: a table may be added later)."""
+    if value is not None and (not isinstance(value, str) or not value):
+        raise DistilError(f"{where}: frontier {value!r} is not a table preset's name; give one (e.g. frontier: "
+                          f"frontier-sst2) or leave it out")
+    return value
 
 
 def _count(value, key: str, where: str, low: int) -> int:

@@ -215,6 +215,26 @@ def run_search(preset: SearchPreset, search_dir: Path, root: Path, jobs: int = 1
     return study, ctx
 
 
+WALL, INVOCATIONS = "wall_seconds", "invocations"  # the study's own record of the time its commands took
+
+
+def add_wall(study, seconds: float) -> tuple[float, int]:
+    """Add one command's wall time to the study's (a resumed search adds each of its commands; parallel
+    workers each add their own); (the total, how many commands it sums)."""
+    total = study.user_attrs.get(WALL, 0.0) + seconds
+    invocations = study.user_attrs.get(INVOCATIONS, 0) + 1
+    study.set_user_attr(WALL, total)
+    study.set_user_attr(INVOCATIONS, invocations)
+    return total, invocations
+
+
+def trial_seconds(trials) -> float:
+    """The ended trials' own time, start to end; a killed one is left out (its end is when a later command
+    found it dead, not when it stopped)."""
+    return sum((t.datetime_complete - t.datetime_start).total_seconds() for t in trials
+               if t.datetime_start is not None and t.datetime_complete is not None and not t.user_attrs.get(KILLED))
+
+
 def counts(trials) -> dict[str, int]:
     by_state: dict[str, int] = {}
     for trial in trials:
