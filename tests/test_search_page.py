@@ -179,3 +179,18 @@ def test_the_committed_search_page_is_what_the_recorded_searches_render(tmp_path
     written = write_search_page(REPO / "results" / "search", tmp_path / "docs", tmp_path / "outputs")
     assert written.read_text() == (REPO / "docs" / "results" / "search.md").read_text(), (
         "docs/results/search.md differs from what results/search renders: run `make results`")
+
+
+def test_a_frontier_table_that_does_not_exist_is_one_line_before_any_trial(tmp_path, capsys):
+    from distil.cli.search import main
+    from tests.test_search import PRESET
+
+    path = tmp_path / "bad.yaml"
+    path.write_text(PRESET + "frontier: frontier-sst3\n")
+    with pytest.raises(SystemExit) as exit_:
+        main([str(path)])
+    assert exit_.value.code == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"distil search: error: search preset {path}: unknown frontier table 'frontier-sst3' (did you mean "
+        f"'frontier-sst2'?); choose one of: frontier-mrpc, frontier-sst2, frontier-static, frontier-wikiann (or leave "
+        f"frontier out)"]

@@ -202,10 +202,11 @@ def _strings(value, where: str) -> list[str]:
 
 
 def _frontier(value, where: str) -> str | None:
-    """A table preset's name (checked where the results page reads it: a table may be added later)."""
-    if value is not None and (not isinstance(value, str) or not value):
-        raise DistilError(f"{where}: frontier {value!r} is not a table preset's name; give one (e.g. frontier: "
-                          f"frontier-sst2) or leave it out")
+    """A frontier table preset's name (frontier-*, as the results pages find them), checked before any trial:
+    a typo found only by the results page would come after the search's hours."""
+    if value is not None:
+        check_choice("frontier table", value, [name for name in preset_files() if name.startswith("frontier-")], where,
+                     more=" (or leave frontier out)")
     return value
 
 
