@@ -10,10 +10,10 @@ from rich.table import Table
 from rich.text import Text
 
 
-def _pct(value: float | None) -> str:
+def percent(value: float | None, missing: str = "-") -> str:
     """A score in percent; NaN (the correlation of a constant prediction) is shown as what it is."""
     if value is None:
-        return "-"
+        return missing
     return "undefined" if math.isnan(value) else f"{100 * value:.2f}"
 
 
@@ -57,10 +57,10 @@ def run_table(metrics: dict) -> Table:
         table.add_column(column, justify="left" if column == "model" else "right")
 
     def scores(of: dict) -> list[str]:
-        return [_pct(of[split].get(name)) if split in of else "-" for split, name in columns]
+        return [percent(of[split].get(name)) if split in of else "-" for split, name in columns]
 
     def floor_scores(floor: dict) -> list[str]:  # None: a score the floor has no value for (undefined)
-        return [("undefined" if floor[split].get(name) is None else _pct(floor[split][name]))
+        return [("undefined" if floor[split].get(name) is None else percent(floor[split][name]))
                 if isinstance(floor.get(split), dict) else "-" for split, name in columns]
 
     table.add_row(f"teacher {choices['teacher']}", _params(teacher["params"]), *scores(teacher),
@@ -92,18 +92,18 @@ def language_table(metrics: dict) -> Table | None:
     for column in ("language", "teacher", "student"):
         table.add_column(column, justify="left" if column == "language" else "right")
     for lang, value in teacher["per_language"].items():
-        table.add_row(lang, _pct(value), _pct(student["per_language"].get(lang)))
+        table.add_row(lang, percent(value), percent(student["per_language"].get(lang)))
     std = f"{metric}_std"
     if std in teacher:
-        table.add_row("mean ± std", f"{_pct(teacher[metric])} ± {_pct(teacher[std])}",
-                      f"{_pct(student[metric])} ± {_pct(student.get(std))}")
+        table.add_row("mean ± std", f"{percent(teacher[metric])} ± {percent(teacher[std])}",
+                      f"{percent(student[metric])} ± {percent(student.get(std))}")
     return table
 
 
 def _with_spread(scores: dict, metric: str) -> str:
     """The score, and its standard deviation over languages where there is one (Table 4's Std. Dev.)."""
     spread = scores.get(f"{metric}_std")
-    return _pct(scores[metric]) if spread is None else f"{_pct(scores[metric])} ± {_pct(spread)}"
+    return percent(scores[metric]) if spread is None else f"{percent(scores[metric])} ± {percent(spread)}"
 
 
 def stages_table(metrics: dict) -> Table | None:
@@ -124,7 +124,7 @@ def stages_table(metrics: dict) -> Table | None:
         losses = " + ".join(name if weight == 1 else f"{weight:g}·{name}" for name, weight in r["losses"].items())
         table.add_row(r["name"], "all" if r["step"] == "all" else f"+ {r['step']}", losses,
                       " + ".join(r["data"]), _count(r.get("trainable_params")), f"{r['best_epoch']}/{r['epochs_run']}",
-                      r.get("selected_on", "-").removeprefix("dev "), _pct(r["dev"][metric]),
+                      r.get("selected_on", "-").removeprefix("dev "), percent(r["dev"][metric]),
                       f"{r.get('dev_loss', float('nan')):.3f}", _with_spread(r["test"], metric), f"{r['seconds']:.0f}")
     return table
 

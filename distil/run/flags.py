@@ -15,6 +15,7 @@ import torch
 from distil.data.cut import readable_chars
 from distil.data.prepared import PreparedSplit
 from distil.data.split import TaskData
+from distil.run.display import percent as _percent
 from distil.tasks import Task
 from distil.teacher.finetune import majority_dev_score
 
@@ -159,4 +160,4 @@ def student_hint(task: Task, reads_pairs_apart: bool, student_kind: str) -> str:
 
 
 def _pct(value: float | None) -> str:
-    return "undefined" if value is None or value != value else f"{100 * value:.2f}"
+    return _percent(value, missing="undefined")  # a floor or score that does not exist reads "undefined"
