@@ -115,7 +115,7 @@ def test_the_lint_finds_a_factory_without_a_device(tmp_path):
     ("cuda", "fp32", "no CUDA GPU"),
     ("cuda:3", "fp32", "no CUDA GPU"),
     ("tpu", "fp32", "not a device"),
-    ("cpu", "fp8", "not one of fp32, bf16, fp16"),
+    ("cpu", "fp8", "not one of auto, fp32, bf16, fp16"),
     ("cpu", "fp16", "needs a CUDA GPU"),
 ])
 def test_a_setting_that_cannot_run_here_is_one_line(device, precision, message):
@@ -195,6 +195,49 @@ def test_a_cells_key_holds_the_precision_but_not_the_device():
     plain = cell_key(["debug=smoke", "seed=1"])
     assert cell_key(["debug=smoke", "runtime.device=cpu", "seed=1"]) == plain
     assert cell_key(["debug=smoke", "runtime.precision=bf16", "seed=1"]) != plain
+
+
+CPUINFO = "processor\t: 0\nvendor_id\t: AuthenticAMD\nflags\t\t: fpu sse2 avx2 avx512f {extra}\nbugs\t\t: {bug}\n"
+
+
+@pytest.mark.parametrize("extra, bug, native", [
+    ("avx512_bf16", "", True), ("amx_bf16 amx_tile", "", True),
+    ("avx512bw avx512vl", "", False),  # AVX512 alone: oneDNN would emulate bf16, slower than fp32
+    ("", "avx512_bf16", False),        # a flag name on another line is not a flag
+])
+def test_auto_precision_is_bf16_only_on_a_cpu_with_native_bf16_instructions(tmp_path, monkeypatch, extra, bug, native):
+    from distil.common import runtime
+
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text(CPUINFO.format(extra=extra, bug=bug))
+    assert runtime.cpu_has_native_bf16(cpuinfo) is native
+    assert not runtime.cpu_has_native_bf16(tmp_path / "absent")  # no /proc (not Linux): fp32
+    monkeypatch.setattr(runtime, "cpu_has_native_bf16", lambda: native)
+    assert Runtime.resolve("cpu", "auto").precision == ("bf16" if native else "fp32")
+    assert Runtime.resolve("cpu", "fp32").precision == "fp32"  # an explicit precision is kept
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_the_default_job_resolves_auto_once_and_keys_what_it_chose(smoke_cfg, monkeypatch, native):
+    from distil.common import runtime
+    from distil.run.plan import plan_run
+
+    monkeypatch.setattr(runtime, "cpu_has_native_bf16", lambda: native)
+    assert compose_config().runtime.precision == "auto"  # the default job's
+    assert smoke_cfg().runtime.precision == "fp32"  # the smoke job's numbers are every machine's
+    plan = plan_run(smoke_cfg("runtime.precision=auto", "runtime.device=cpu"))
+    chosen = "bf16" if native else "fp32"
+    assert plan.runtime.precision == chosen and plan.runtime.describe()["precision_chosen_by"] == "auto"
+    assert str(plan.runtime).endswith(f"{chosen} (runtime.precision=auto)")  # the startup line says why
+    assert plan.recipe["groups"].get("runtime") == ({"precision": "bf16"} if native else None)
+
+
+def test_the_recorded_recipe_pins_fp32_and_leaves_every_cells_key_as_it_was():
+    from distil.tables.cells import RECORDED_RECIPE, cell_key
+
+    assert "runtime.precision=fp32" in RECORDED_RECIPE
+    # fp32 is the schema's default, so pinning it adds nothing to a key (the recorded cells stay found)
+    assert cell_key(["debug=smoke", "runtime.precision=fp32", "seed=1"]) == cell_key(["debug=smoke", "seed=1"])
 
 
 def test_a_checkpoint_written_on_a_gpu_restores_its_cpu_state_here(tmp_path):

@@ -8,6 +8,9 @@ activates its runtime for its whole length (`use`); code that runs outside one (
 function directly, a notebook) gets the CPU in fp32, what distil did before it knew of devices.
 
 Precision:
+- auto (the default job's): bf16 where the device computes it natively (a CUDA GPU with bf16; a CPU
+  with AVX512-BF16 or AMX instructions), else fp32. A CPU without them would emulate bf16, slower
+  than fp32. Resolved once, at the start: keys, metrics.json and the startup line hold what it chose.
 - fp32: no autocast; every result as on a CPU before.
 - bf16: autocast to bfloat16 for the forward passes of training (CPU and GPU). bf16 keeps fp32's
   exponent, so no loss scaling is needed, but only 8 bits of mantissa.
@@ -23,6 +26,8 @@ import dataclasses
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -31,7 +36,7 @@ from distil.common.provenance import cpu_model
 from distil.errors import DistilError
 
 DEVICES = "auto, cpu, cuda, cuda:N or mps"
-PRECISIONS = ("fp32", "bf16", "fp16")
+PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 AUTOCAST_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
 
@@ -41,13 +46,17 @@ class Runtime:
 
     device: torch.device = torch.device("cpu")
     precision: str = "fp32"
+    auto_precision: bool = dataclasses.field(default=False, compare=False)  # chosen by runtime.precision=auto
 
     @classmethod
     def resolve(cls, device: str = "auto", precision: str = "fp32") -> Runtime:
-        """`device` auto: the first CUDA GPU when there is one, else Apple's mps, else the CPU."""
+        """`device` auto: the first CUDA GPU when there is one, else Apple's mps, else the CPU.
+        `precision` auto: the device's native low precision (`native_precision`)."""
         if precision not in PRECISIONS:
             raise DistilError(f"runtime.precision={precision} is not one of {', '.join(PRECISIONS)}")
         resolved = _device(str(device))
+        if precision == "auto":
+            return cls(resolved, native_precision(resolved), auto_precision=True)
         if precision == "fp16" and resolved.type != "cuda":
             raise DistilError(f"runtime.precision=fp16 needs a CUDA GPU, and this run is on {resolved}; "
                               "use runtime.precision=bf16 (or fp32) here")
@@ -101,10 +110,12 @@ class Runtime:
 
     def describe(self) -> dict:
         """metrics.json's `runtime`: the device, its name and the precision."""
-        return {"device": str(self.device), "name": device_name(self.device), "precision": self.precision}
+        return {"device": str(self.device), "name": device_name(self.device), "precision": self.precision,
+                "precision_chosen_by": "auto" if self.auto_precision else "config"}
 
     def __str__(self) -> str:
-        return f"{device_name(self.device)} ({self.device}), {self.precision}"
+        chosen = " (runtime.precision=auto)" if self.auto_precision else ""
+        return f"{device_name(self.device)} ({self.device}), {self.precision}{chosen}"
 
 
 def share_of_cores(jobs: int) -> int:
@@ -168,6 +179,31 @@ def _device(spec: str) -> torch.device:
     if device.type not in ("cpu", "cuda", "mps"):
         raise DistilError(f"runtime.device={spec} is not supported: choose {DEVICES}")
     return device
+
+
+def native_precision(device: torch.device) -> str:
+    """What runtime.precision=auto runs in on `device`: bf16 where its arithmetic units compute bf16
+    (CUDA: compute capability 8.0 on; a CPU: AVX512-BF16 or AMX-BF16), else fp32. Apple's mps: fp32."""
+    if device.type == "cuda":
+        return "bf16" if torch.cuda.is_bf16_supported(including_emulation=False) else "fp32"
+    if device.type == "cpu":
+        return "bf16" if cpu_has_native_bf16() else "fp32"
+    return "fp32"
+
+
+BF16_CPU_FLAGS = {"avx512_bf16", "amx_bf16"}
+
+
+@lru_cache(maxsize=2)
+def cpu_has_native_bf16(cpuinfo: Path = Path("/proc/cpuinfo")) -> bool:
+    """Whether this CPU has bf16 dot-product instructions (Linux reports them in /proc/cpuinfo's flags;
+    elsewhere: no, so auto stays fp32). Without them oneDNN emulates bf16, slower than fp32."""
+    try:
+        text = cpuinfo.read_text()
+    except OSError:
+        return False
+    flags = next((line.partition(":")[2].split() for line in text.splitlines() if line.startswith("flags")), [])
+    return bool(BF16_CPU_FLAGS & set(flags))
 
 
 def _mps_available() -> bool:

@@ -459,7 +459,9 @@ class RuntimeConfig:
     # Not part of any key: a run on a GPU and one on the CPU are the same recipe (equal within float
     # rounding; make gpu-check holds them to it), so either reuses the other's teacher, cache and cells.
     device: str = "auto"
-    # fp32 | bf16 | fp16 (autocast; fp16 adds a GradScaler and needs CUDA). Part of the key of every
+    # auto | fp32 | bf16 | fp16 (autocast; fp16 adds a GradScaler and needs CUDA). auto, the default job's
+    # (conf/runtime/default.yaml), is resolved at the start to bf16 where the device computes it natively,
+    # else fp32 (common/runtime.native_precision). The resolved precision is part of the key of every
     # artifact it changes, and only when not fp32, so fp32 keys are the ones from before devices. The
     # teacher's cached targets are computed in fp32 under bf16 (bf16 keeps 8 mantissa bits, the fp16
     # cache 11) and in fp16 under fp16.

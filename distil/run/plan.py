@@ -68,6 +68,7 @@ def plan_run(cfg: Config) -> RunPlan:
     check_teacher_source(cfg.teacher)  # a local teacher is a model, and max_length fits its positions
     cfg.teacher.max_length = reading_length(cfg)  # a dataset read at its beginning: every phase below cuts there
     runtime = Runtime.resolve(cfg.runtime.device, cfg.runtime.precision)  # an absent GPU fails here
+    cfg.runtime.precision = runtime.precision  # auto, resolved: the checkpoint's key holds what runs
     quiet_libraries()
     if cfg.hub_offline:  # before any check loads a teacher's config
         offline_hubs()

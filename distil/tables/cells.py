@@ -39,9 +39,11 @@ NOT_RESULT = {"paths": None, "hydra": None, "trainer": ("threads", "speed_exampl
               "dataset": ("encoding_errors",),
               "tracking": None}  # what a run logs to TensorBoard or MLflow, not what it computes
 KEY_LENGTH = 16
-# Every table cell fine-tunes its teacher with the recipe of the recorded cells: min_steps always holds
-# (the default job stops earlier, conf/config.yaml). At its schema default, it leaves every key as it was.
-RECORDED_RECIPE = ("teacher.finetune.min_steps_while=always",)
+# Every table cell runs the recipe of the recorded cells: its teacher's min_steps always holds (the
+# default job stops earlier, conf/config.yaml), and it computes in fp32 on every machine (the default
+# job's auto is bf16 where the CPU or GPU has it natively). At their schema defaults, both leave every
+# key as it was.
+RECORDED_RECIPE = ("teacher.finetune.min_steps_while=always", "runtime.precision=fp32")
 NOT_RUN = "not run"  # a cell's error while it waits to run (an interrupted one too): not a failure
 NOT_TIMED = "not timed yet"  # a finished run's timing column before the table's timing step: not a failure
 
