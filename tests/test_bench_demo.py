@@ -56,3 +56,20 @@ def test_a_measurement_replaces_only_the_recorded_rows_of_its_code_and_overrides
         assert demo(["--out", out, f"seed={seed}"]) == 0
     rows = pd.read_csv(tmp_path / "results" / "bench" / "bench-demo.csv").to_dict("records")
     assert [(r["overrides"], r["wall s"]) for r in rows] == [("seed=1", 300.0), ("seed=3", 320.0), ("seed=2", 305.0)]
+
+
+def test_no_record_writes_its_out_folder_and_leaves_the_tracked_record_alone(tmp_path, monkeypatch):
+    """An experiment (--no-record) beside a recorded measurement: only the measurement reaches results/bench."""
+    from distil.bench import demo as bench_demo
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("DISTIL_RESULTS", str(tmp_path / "results"))
+    monkeypatch.setattr("distil.common.provenance.provenance", lambda command: {"code": "new", "date": "today",
+                                                                                "command": " ".join(command)})
+    monkeypatch.setattr(bench_demo, "measure", lambda overrides, code, date, source=None: {
+        "code": code, "overrides": " ".join(overrides), "date": date, "wall s": 300.0})
+    assert demo(["--out", str(tmp_path / "try"), "--no-record", "seed=7"]) == 0
+    assert (tmp_path / "try" / "bench-demo.csv").is_file() and not (tmp_path / "results").exists()
+    assert demo(["--out", str(tmp_path / "tables"), "seed=1"]) == 0
+    recorded = pd.read_csv(tmp_path / "results" / "bench" / "bench-demo.csv").to_dict("records")
+    assert [r["overrides"] for r in recorded] == ["seed=1"]

@@ -118,3 +118,6 @@ def add_bench_arguments(parser: argparse.ArgumentParser, *, out: str, quick: str
         parser.add_argument("--threads", type=int, default=2, help="torch intra-op threads (default 2)")
     parser.add_argument("--quick", action="store_true", help=quick)
     parser.add_argument("--out", type=Path, default=Path("outputs/tables"), help=out)
+    parser.add_argument("--no-record", dest="record", action="store_false",
+                        help="an experiment: write --out only, not the tracked record in results/bench "
+                             "(which a full measurement updates, for the benchmarks page)")

@@ -78,11 +78,11 @@ def students(argv: list[str] | None = None, prog: str = "distil bench students")
 def record(args: argparse.Namespace, stem: str, prog: str, argv: list[str] | None) -> None:
     """A full measurement goes to the tracked record (results/bench/, with its machine, code version and
     time), so the benchmarks page shows it on every clone; a --quick one checks that the bench runs and
-    is not a measurement."""
+    is not a measurement, and --no-record marks an experiment."""
     from distil.common.provenance import provenance
     from distil.tables.ledger import record_bench
 
-    if not args.quick:
+    if not args.quick and args.record:
         record_bench(Path(args.out) / f"{stem}.csv", provenance([*prog.split(), *(sys.argv[1:] if argv is None
                                                                                  else argv)]))
 
