@@ -29,14 +29,19 @@ def machine() -> str:
     return f"{cpu_model()}, {os.cpu_count()} cores, {platform.system()} {platform.machine()}"
 
 
+NOT_CODE = (":(top,exclude)results", ":(top,exclude)docs/results")
+
+
 def code_version(where: Path | None = None) -> str:
-    """The checkout's commit (`+changes` when its tracked files differ from it), or `unknown` outside git."""
+    """The checkout's commit (`+changes` when its tracked files differ from it), or `unknown` outside git.
+    The recorded results (results/, and docs/results/ rendered from them) are not the code: a measurement
+    writes them, so the next one in the same checkout is still of the commit."""
     def git(*args: str) -> str:
         return subprocess.run(["git", *args], cwd=where, capture_output=True, text=True, check=True).stdout.strip()
 
     try:
         commit = git("rev-parse", "--short=12", "HEAD")
-        dirty = git("status", "--porcelain", "--untracked-files=no")
+        dirty = git("status", "--porcelain", "--untracked-files=no", "--", ":/", *NOT_CODE)
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
     return commit + ("+changes" if dirty else "")
