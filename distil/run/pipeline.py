@@ -53,7 +53,7 @@ from distil.students.pretrained import (
     from_checkpoint,
 )
 from distil.students.transformer import TransformerStudent
-from distil.students.vocab import PAD, UNK, TrimmedVocab
+from distil.students.vocab import PAD, UNK, TrimmedVocab, student_sep_id
 from distil.tasks import Task
 from distil.tasks.text import words_of
 from distil.teacher import TargetView, ensure_targets, ensure_teacher, load_finetuned, load_tokenizer, open_targets
@@ -379,7 +379,7 @@ def train_student(cfg: Config, plan: RunPlan, data: TaskData, prepared: dict[str
         return task.score(logits, prepared[name], data.label_names)
 
     torch.manual_seed(cfg.seed)
-    sep = None if teacher_vocab.sep_id is None or plan.reads_words else vocab.map([teacher_vocab.sep_id])[0]
+    sep = student_sep_id(vocab, teacher_vocab.sep_id, plan.reads_words)
     model = build_student(cfg.student, len(vocab), task.num_outputs(data.label_names), task,
                           teacher_vocab.hidden_size, representation_head=plan.with_hidden,
                           projection=cfg.schedule.projection, sep_id=sep,

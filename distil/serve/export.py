@@ -36,7 +36,7 @@ from torch import nn
 
 from distil import __version__
 from distil.data.prepared import PreparedSplit
-from distil.serve.onnx_session import EXPORT_RECORD, OnnxLogits
+from distil.serve.onnx_session import EXPORT_RECORD, EXPORT_VERSION, VERSION_KEY, OnnxLogits
 from distil.serve.student import SavedStudent
 from distil.students.exportable import exportable
 from distil.tasks.text import PAIR_SEPARATOR
@@ -107,13 +107,22 @@ def export_onnx(student: SavedStudent, path: Path) -> None:
                            f"the example's shape")
     import onnx
 
+    stamp(graph)
     _write(path, lambda tmp: onnx.save(graph, tmp))
+
+
+def stamp(graph) -> None:
+    """Mark an ONNX model with the export version it computes (onnx_session.EXPORT_VERSION)."""
+    kept = [prop for prop in graph.metadata_props if prop.key != VERSION_KEY]
+    del graph.metadata_props[:]
+    graph.metadata_props.extend(kept)
+    entry = graph.metadata_props.add()
+    entry.key, entry.value = VERSION_KEY, str(EXPORT_VERSION)
 
 
 def quantise_int8(fp32: Path, int8: Path) -> None:
     """ONNX Runtime's int8 weights (dynamic quantisation: activations quantised as they come), after
     its pre-processing, which lets the LSTM operators be quantised too."""
-    from onnxruntime.quantization import QuantType, quantize_dynamic
     from onnxruntime.quantization.shape_inference import quant_pre_process
 
     fp32, int8 = fp32.resolve(), int8.resolve()
@@ -123,7 +132,18 @@ def quantise_int8(fp32: Path, int8: Path) -> None:
         # auto_merge: a Transformer's or an SRA student's shapes (a length capped by max_length) leave the
         # symbolic shape inference incomplete without it; it changes no file that quantised before
         quant_pre_process(str(fp32), str(prepared), auto_merge=True)
-        _write(int8, lambda tmp: quantize_dynamic(str(prepared), str(tmp), weight_type=QuantType.QInt8))
+        _write(int8, lambda tmp: quantised(prepared, tmp))
+
+
+def quantised(prepared: Path, out: Path) -> None:
+    """quantize_dynamic's int8 weights at `out`, stamped with the export version as the fp32 graph is."""
+    import onnx
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    quantize_dynamic(str(prepared), str(out), weight_type=QuantType.QInt8)
+    graph = onnx.load(str(out))
+    stamp(graph)
+    onnx.save(graph, str(out))
 
 
 @contextmanager

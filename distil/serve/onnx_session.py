@@ -15,6 +15,21 @@ from distil.errors import DistilError
 ONNX_FILES = {"onnx": "model.onnx", "onnx-int8": "model.int8.onnx"}  # backend name -> file in the student folder
 # what `distil export` measured of the student and its exports, in the student folder (the model card reads it)
 EXPORT_RECORD = "export.json"
+# What an exported graph computes, stamped in its metadata (VERSION_KEY) by `distil export`; a graph of
+# another version is exported again (the frontier tables) or refused (the API), never served as if current.
+# 1: no stamp. 2: a Transformer student's pair reads its second segment as segment 1 (served students had
+# every position in segment 0), and a bag student's mean is a running-sum difference (the index_add it
+# replaces lost additions on ONNX Runtime's threads).
+EXPORT_VERSION = 2
+VERSION_KEY = "distil_export_version"
+
+
+def export_version(path: Path) -> int:
+    """The export version stamped in the graph at `path` (1: none)."""
+    import onnx
+
+    props = {prop.key: prop.value for prop in onnx.load(str(path), load_external_data=False).metadata_props}
+    return int(props.get(VERSION_KEY, 1))
 
 
 class OnnxLogits:
@@ -39,6 +54,12 @@ class OnnxLogits:
             cause = " ".join(str(error).split())[:200]
             raise DistilError(f"{path} is damaged ({cause}); export it again with `distil export <run dir>`") \
                 from None
+        version = int(self.session.get_modelmeta().custom_metadata_map.get(VERSION_KEY, 1))
+        if version != EXPORT_VERSION:
+            flag = " --int8" if path.name == ONNX_FILES["onnx-int8"] else ""
+            raise DistilError(f"{path} was exported by another distil (export version {version}, this one "
+                              f"{EXPORT_VERSION}), whose graph may not give the student's predictions; export it "
+                              f"again with `distil export <run dir>{flag}`")
         self.inputs = [node.name for node in self.session.get_inputs()]
         self.outputs = [node.name for node in self.session.get_outputs()]
 

@@ -30,7 +30,7 @@ from distil.serve.speed import torch_threads
 from distil.store.artifacts import MANIFEST
 from distil.students import build_student, reads_pairs_apart, reads_words
 from distil.students.static import bag_means
-from distil.students.vocab import UNK, TrimmedVocab
+from distil.students.vocab import UNK, TrimmedVocab, student_sep_id
 from distil.tasks import get_task
 from distil.tasks.text import split_pairs, wordpiece_encoder, words_of
 
@@ -68,10 +68,13 @@ class SavedStudent:
         self.vocab = _read_part(directory / "vocab.json", TrimmedVocab.load)
         self.tokenizer = _read_part(directory / "tokenizer",
                                     lambda path: AutoTokenizer.from_pretrained(path, local_files_only=True))
+        # a Transformer reads a pair's second segment from [SEP] on, as it trained (run/pipeline.py)
+        sep = student_sep_id(self.vocab, self.tokenizer.sep_token_id, reads_words(self.cfg))
         self.model = build_student(self.cfg, len(self.vocab), len(self.labels), self.task,
                                    self.config["teacher_hidden_size"],
                                    representation_head=self.config.get("representation_head", False),
                                    projection=self.config.get("projection", "side"),
+                                   sep_id=sep,
                                    shared_output=self.config.get("shared_output", True))
         # read onto the CPU (safetensors' map_location), then moved once to the serving device below
         _read_part(directory / "model.safetensors",

@@ -11,7 +11,7 @@ in one process fixes the length to its example's: the LSTM's registration for a 
 
 A bag student's mean of each bag (StaticStudent.forward_bags) is torch's embedding_bag, which the
 exporter writes as a loop over the bags that ONNX Runtime's shape inference (and with it int8
-quantisation) cannot read; bag_means here is the same mean as two sums by bag index. Served from
+quantisation) cannot read; bag_means here is the same mean as differences of a running sum. Served from
 bags, a side representation head is skipped (it serves no prediction); the export keeps it, so the
 graph gives a bag student's `representation` as it gives every other family's.
 """
@@ -68,16 +68,18 @@ def onnx_gates(weight: torch.Tensor) -> torch.Tensor:
 
 def bag_means(table: torch.Tensor, ids: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:
     """[bags, E]: embedding_bag's mean row of `table` over each bag (ids laid end to end, offsets where
-    each begins, the first at 0; an empty bag gives zeros), as sums by bag: each token's bag is the
-    count of bags begun at or before it, less one."""
-    begun = torch.zeros(ids.shape[0] + 1, dtype=offsets.dtype, device=ids.device)
-    begun = begun.index_add(0, offsets, torch.ones_like(offsets))  # an empty bag begins where the next does
-    bag = begun.cumsum(0)[:-1] - 1
-    sums = torch.zeros(offsets.shape[0], table.shape[1], dtype=table.dtype, device=table.device)
-    sums = sums.index_add(0, bag, table.index_select(0, ids))
-    counts = torch.zeros(offsets.shape[0], dtype=table.dtype, device=table.device)
-    counts = counts.index_add(0, bag, torch.ones(ids.shape[0], dtype=table.dtype, device=table.device))
-    return sums / counts.clamp(min=1).unsqueeze(1)
+    each begins, the first at 0; an empty bag gives zeros), as differences of a running sum: a bag's sum
+    is the running sum where the next bag begins less the one where it begins. Running sums, gathers and
+    subtractions only: an index_add (ONNX ScatterND with reduction add) loses additions when ONNX
+    Runtime runs it on several threads and two tokens of a bag meet. The running sum is in float64, so
+    the difference of two large sums keeps float32's digits of the bag's own."""
+    rows = table.index_select(0, ids).to(torch.float64)
+    running = torch.cat([torch.zeros(1, table.shape[1], dtype=torch.float64, device=table.device),
+                         rows.cumsum(0)])
+    ends = torch.cat([offsets[1:], torch.full((1,), ids.shape[0], dtype=offsets.dtype, device=offsets.device)])
+    sums = (running.index_select(0, ends) - running.index_select(0, offsets)).to(table.dtype)
+    counts = (ends - offsets).clamp(min=1).to(table.dtype)
+    return sums / counts.unsqueeze(1)
 
 
 def exportable(model: nn.Module) -> nn.Module:

@@ -77,6 +77,13 @@ class TrimmedVocab:
         return cls(json.loads(path.read_text())["teacher_ids"])
 
 
+def student_sep_id(vocab: TrimmedVocab, teacher_sep_id: int | None, reads_words: bool) -> int | None:
+    """[SEP] in the student's vocabulary: where a Transformer student's second segment of a pair starts.
+    None where the teacher's tokenizer has no [SEP] or the student reads words (no special tokens).
+    Training and serving both take it from here, so a saved student reads a pair as it trained on it."""
+    return None if teacher_sep_id is None or reads_words else vocab.map([teacher_sep_id])[0]
+
+
 class UnkDropout:
     """Word dropout to [UNK], as a forward pre-hook on the student's token embedding: while the
     model trains, each id but [PAD] and `keep_ids` (e.g. [CLS], [SEP]) becomes [UNK] with

@@ -50,7 +50,7 @@ from distil.config.overrides import CONFIG_DIR_ENV
 from distil.config.schema import reading_length
 from distil.data.batching import pad
 from distil.errors import DistilError
-from distil.serve.onnx_session import EXPORT_RECORD, ONNX_FILES, OnnxLogits
+from distil.serve.onnx_session import EXPORT_RECORD, EXPORT_VERSION, ONNX_FILES, OnnxLogits, export_version
 from distil.serve.speed import torch_threads
 from distil.serve.student import SavedStudent
 from distil.tables.cells import TIMING_FILE
@@ -64,7 +64,9 @@ from distil.tasks.text import PAIR_SEPARATOR
 # 4: a folded word-level student serves one request from its rows by word, in Python (predict.WordRows).
 # 5: ...and a static text student answers one request in numpy (students/static.OneRequest).
 # 6: each student's ONNX export and int8 copy timed and scored beside it (timing.onnx, timing.int8).
-SERVING_VERSION = 6
+# 7: a Transformer pair student served with its second segment (served and exported students had read every
+#    position as segment 0), and a bag student's ONNX mean without index_add (onnx_session.EXPORT_VERSION 2).
+SERVING_VERSION = 7
 BATCH = 32
 SINGLES = 64  # texts timed one at a time
 PASSES = 8
@@ -122,13 +124,14 @@ def student_timed(directory: Path, threads: int | None = None) -> TimedStudent:
 def exported(student: SavedStudent, directory: Path) -> dict[str, Path]:
     """The student folder's model.onnx and model.int8.onnx (DEPLOYED key -> file), written as `distil
     export --int8` writes them where they are not there yet: once, and kept with the cell. A graph older
-    than the weights (the cell ran again) is exported again, and an int8 copy is quantised again whenever
-    its fp32 graph is."""
+    than the weights (the cell ran again) or of another export version (onnx_session.EXPORT_VERSION) is
+    exported again, and an int8 copy is quantised again whenever its fp32 graph is."""
     from distil.serve.export import export_onnx, quantise_int8
 
     files = {form: directory / ONNX_FILES[backend] for form, backend in DEPLOYED.items()}
     fresh = (not files["onnx"].is_file()
-             or files["onnx"].stat().st_mtime_ns < (directory / DISK_FILES[0]).stat().st_mtime_ns)
+             or files["onnx"].stat().st_mtime_ns < (directory / DISK_FILES[0]).stat().st_mtime_ns
+             or any(export_version(files[form]) != EXPORT_VERSION for form in files if files[form].is_file()))
     try:
         if fresh:
             # `distil export`'s record measured the files being replaced: the card must not show it for these
