@@ -368,6 +368,17 @@ def test_distil_export_on_a_smoke_run(tmp_path, monkeypatch, capsys):
         assert (f"| {row} | `{file}` {(student / file).stat().st_size / 1e6:.2f} MB | not measured | "
                 f"{record[form]['ex_per_s']:,.0f} examples/s, model time only, batches of 32 | "
                 f"{100 * record[form]['test']['accuracy']:.2f} | distil export (export.json) |") in card
+    assert "warning:" not in err  # served as the run scored it
+    # a run whose recorded score the served student does not give (as a Transformer pair student's was when
+    # serving read no second segment): one warning line
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    metrics["student"]["test"]["accuracy"] = recorded - 0.1
+    (run_dir / "metrics.json").write_text(json.dumps(metrics))
+    code, out, err = distil_in_process(["export", str(run_dir)], tmp_path, monkeypatch, capsys)
+    assert code == 0 and err.strip().splitlines()[-1] == (
+        f"warning: student, served, scores {100 * recorded:.2f} test accuracy where its run recorded "
+        f"{100 * (recorded - 0.1):.2f}: serving reads the inputs otherwise than training did; please report it "
+        f"with this run's .hydra/config.yaml")
 
 
 def bad_runs(root: Path) -> dict[str, tuple[Path, str]]:
@@ -417,8 +428,9 @@ def test_a_graph_of_another_export_version_is_refused_by_the_api_and_exported_ag
     graph = onnx.load(str(path))
     del graph.metadata_props[:]  # as distil wrote it before export versions: version 1
     onnx.save(graph, str(path))
-    with pytest.raises(DistilError, match=r"was exported by another distil \(export version 1, this one "
-                                          rf"{EXPORT_VERSION}\).*`distil export <run dir>`$") as refused:
+    message = (f"{path} was exported by another distil (export version 1, this one {EXPORT_VERSION}), whose graph "
+               f"may not give the student's predictions; export it again with `distil export <run dir>`")
+    with pytest.raises(DistilError, match=f"^{re.escape(message)}$") as refused:
         OnnxLogits(path)
     assert "\n" not in str(refused.value)
     files = table_export(student, tmp_path)  # a frontier table's timing: stale, so exported again

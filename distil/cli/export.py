@@ -28,6 +28,10 @@ examples:
   distil export outputs/runs/<date>/<time>/student    # the student folder of a run names its run too
 """
 INT8_TOLERANCE = 0.5  # points of the test score int8 may lose before the command warns
+# points the saved student, served, may be from the test score its run recorded before the command warns:
+# the same weights on the same split, so only float rounding on a near tie, unless serving reads its
+# inputs otherwise than training did (a bug to report)
+RECORDED_TOLERANCE = 0.5
 TIMED_SECONDS = 1.0  # a model's speed: its fastest pass over the test split, passes repeated for this long (at most 5)
 
 
@@ -111,6 +115,10 @@ def export_student(run_dir: Path, folder: Path, language: str | None, run, int8:
     print(f"  test {metric}: ONNX {points(fp32_score)}, PyTorch {points(torch_score)}"
           + (f" (the run recorded {points(recorded)})" if recorded is not None else "")
           + f"; {rate(exported, texts)} examples/s (PyTorch {rate(reference, texts)}, batches of 32)", flush=True)
+    if recorded is not None and 100 * abs(torch_score - recorded) > RECORDED_TOLERANCE:
+        print(f"warning: {folder.name}, served, scores {points(torch_score)} test {metric} where its run recorded "
+              f"{points(recorded)}: serving reads the inputs otherwise than training did; please report it with "
+              f"this run's .hydra/config.yaml", file=sys.stderr, flush=True)
     if not int8:
         write_export_record(folder, forms, metric, len(texts))
         return

@@ -19,8 +19,9 @@ def student_logits(model, tokens: Tokens, pad_id: int, batch_size: int) -> Logit
     lengths = tokens.lengths()
     rows_out: list[torch.Tensor | None] = [None] * len(tokens)
     for rows in length_sorted_batches(lengths, batch_size):
-        with runtime.autocast():  # as the student trained
-            out = fetch(model(*runtime.put(tokens.pad(rows, pad_id)))["logits"])  # one copy back a batch
+        # in fp32 whatever precision trained it: a saved student serves in fp32 (serve/student.py), and its
+        # scores are the served student's (its model card's, distil export's "the run recorded")
+        out = fetch(model(*runtime.put(tokens.pad(rows, pad_id)))["logits"])  # one copy back a batch
         for k, row in enumerate(rows):
             rows_out[row] = out[k, : lengths[row]] if out.dim() == 3 else out[k]
     if rows_out and rows_out[0].dim() == 1:
