@@ -18,12 +18,8 @@ import tempfile
 import time
 from pathlib import Path
 
-import pandas as pd
-
-from distil.bench.harness import markdown
-from distil.common.atomic import write_atomic
+from distil.bench.harness import record_rows
 from distil.common.provenance import provenance
-from distil.tables.ledger import record_bench, recorded_bench
 
 COLUMNS = ("code", "date", "pip cache MB", "install s", "demo s", "install demo s", "precision",
            "teacher test", "student test")
@@ -83,16 +79,9 @@ def main() -> int:
                  "commit first (the bench clones the commit)")
     with tempfile.TemporaryDirectory(prefix="distil-fresh-") as tmp:
         row = measure(now["code"], now["date"], Path(tmp))
-    saved = recorded_bench("bench-fresh-clone")
-    earlier = [] if saved is None else pd.read_csv(saved[0]).to_dict("records")
-    frame = pd.DataFrame([*[r for r in earlier if r["code"] != row["code"]], row], columns=list(COLUMNS))
-    with tempfile.TemporaryDirectory() as tmp:
-        csv = Path(tmp, "bench-fresh-clone.csv")
-        write_atomic(csv, frame.to_csv(index=False))
-        write_atomic(csv.with_suffix(".md"), "### `make install demo` from a fresh clone\n\n" + markdown(frame)
-                     + "\n\nSeconds on the machine named below: a new clone and virtual environment, then each "
-                       "target as a new user runs it; test scores in % from the demo's metrics.json.\n")
-        record_bench(csv, now)
+    frame = record_rows("bench-fresh-clone", row, COLUMNS, "`make install demo` from a fresh clone",
+                        "Seconds on the machine named below: a new clone and virtual environment, then each target "
+                        "as a new user runs it; test scores in % from the demo's metrics.json.", now)
     print(frame.to_string(index=False))
     return 0
 

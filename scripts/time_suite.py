@@ -11,16 +11,10 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
-import tempfile
 import time
-from pathlib import Path
 
-import pandas as pd
-
-from distil.bench.harness import markdown
-from distil.common.atomic import write_atomic
+from distil.bench.harness import record_rows
 from distil.common.provenance import provenance
-from distil.tables.ledger import record_bench, recorded_bench
 
 COLUMNS = ("code", "date", "wall s", "pytest s", "passed", "failed")
 SUMMARY = re.compile(r"(?:(\d+) failed, )?(\d+) passed[^\n]* in ([\d.]+)s")
@@ -43,15 +37,8 @@ def measure(code: str, date: str) -> dict:
 def main() -> int:
     now = provenance(["make", "bench-suite"])
     row = measure(now["code"], now["date"])
-    saved = recorded_bench("bench-suite")
-    earlier = [] if saved is None else pd.read_csv(saved[0]).to_dict("records")
-    frame = pd.DataFrame([*[r for r in earlier if r["code"] != row["code"]], row], columns=list(COLUMNS))
-    with tempfile.TemporaryDirectory() as tmp:
-        csv = Path(tmp, "bench-suite.csv")
-        write_atomic(csv, frame.to_csv(index=False))
-        write_atomic(csv.with_suffix(".md"), "### The default test suite (`make test`)\n\n" + markdown(frame)
-                     + "\n\nSeconds on the machine named below: the whole command, and pytest's own count.\n")
-        record_bench(csv, now)
+    frame = record_rows("bench-suite", row, COLUMNS, "The default test suite (`make test`)",
+                        "Seconds on the machine named below: the whole command, and pytest's own count.", now)
     print(frame.to_string(index=False))
     return 0 if row["failed"] == 0 else 1
 

@@ -34,3 +34,21 @@ def test_a_failing_step_stops_the_bench_with_its_last_line_and_its_log(bench, tm
     assert "\n" not in message and "failed (exit 3): no matching distribution for torch" in message
     assert message.endswith(f"whole log: {log}") and "building" in log.read_text()
 
+
+
+def test_a_measurement_replaces_its_code_versions_row_and_keeps_the_others(tmp_path, monkeypatch):
+    """record_rows, as make bench-suite and make bench-fresh-clone record: one row per code version."""
+    import pandas as pd
+
+    from distil.bench.harness import record_rows
+
+    monkeypatch.setenv("DISTIL_RESULTS", str(tmp_path / "results"))
+    columns = ("code", "wall s")
+    for code, wall in (("aaa", 300.0), ("bbb", 280.0), ("aaa", 290.0)):
+        record_rows("bench-x", {"code": code, "wall s": wall}, columns, "A bench", "Seconds.",
+                    {"code": code, "date": "today", "command": "make bench-x", "machine": "here"})
+    saved = tmp_path / "results" / "bench"
+    assert pd.read_csv(saved / "bench-x.csv").to_dict("records") == [{"code": "bbb", "wall s": 280.0},
+                                                                      {"code": "aaa", "wall s": 290.0}]
+    text = (saved / "bench-x.md").read_text()
+    assert text.startswith("### A bench\n\n|") and text.endswith("|\n\nSeconds.\n")
