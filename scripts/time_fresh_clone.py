@@ -52,7 +52,7 @@ def measure(code: str, date: str, folder: Path) -> dict:
     """Clone, new venv, `make install`, `make demo`: one row."""
     clone = folder / "distil"
     subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True)
-    subprocess.run(["git", "checkout", "-q", code.removesuffix("+changes")], cwd=clone, check=True)
+    subprocess.run(["git", "checkout", "-q", code], cwd=clone, check=True)  # main refuses "+changes"
     venv = folder / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     env = {key: value for key, value in os.environ.items()

@@ -41,8 +41,8 @@ class OnnxLogits:
         import onnxruntime
 
         path = Path(path)
+        flag = " --int8" if path.name == ONNX_FILES["onnx-int8"] else ""  # the export that writes this file
         if not path.is_file():
-            flag = " --int8" if path.name == ONNX_FILES["onnx-int8"] else ""
             raise DistilError(f"{path} does not exist; write it with `distil export <run dir>{flag}`")
         options = onnxruntime.SessionOptions()
         options.log_severity_level = 3  # errors only: its graph-optimisation notes are not the user's business
@@ -56,7 +56,6 @@ class OnnxLogits:
                 from None
         version = int(self.session.get_modelmeta().custom_metadata_map.get(VERSION_KEY, 1))
         if version != EXPORT_VERSION:
-            flag = " --int8" if path.name == ONNX_FILES["onnx-int8"] else ""
             raise DistilError(f"{path} was exported by another distil (export version {version}, this one "
                               f"{EXPORT_VERSION}), whose graph may not give the student's predictions; export it "
                               f"again with `distil export <run dir>{flag}`")
