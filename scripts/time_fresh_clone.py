@@ -18,8 +18,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from distil.bench.harness import record_rows
 from distil.common.provenance import provenance
+from distil.tables.ledger import record_rows
 
 COLUMNS = ("code", "date", "pip cache MB", "install s", "demo s", "install demo s", "precision",
            "teacher test", "student test")

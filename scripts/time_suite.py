@@ -13,8 +13,8 @@ import subprocess
 import sys
 import time
 
-from distil.bench.harness import record_rows
 from distil.common.provenance import provenance
+from distil.tables.ledger import record_rows
 
 COLUMNS = ("code", "date", "wall s", "pytest s", "passed", "failed")
 SUMMARY = re.compile(r"(?:(\d+) failed, )?(\d+) passed[^\n]* in ([\d.]+)s")

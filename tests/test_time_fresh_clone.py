@@ -40,7 +40,7 @@ def test_a_measurement_replaces_its_code_versions_row_and_keeps_the_others(tmp_p
     """record_rows, as make bench-suite and make bench-fresh-clone record: one row per code version."""
     import pandas as pd
 
-    from distil.bench.harness import record_rows
+    from distil.tables.ledger import record_rows
 
     monkeypatch.setenv("DISTIL_RESULTS", str(tmp_path / "results"))
     columns = ("code", "wall s")

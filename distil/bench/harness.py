@@ -24,7 +24,6 @@ import torch
 from rich.table import Table
 from torch import nn
 
-from distil.common.atomic import write_atomic
 from distil.common.markdown import to_markdown
 
 Batch = tuple[torch.Tensor, torch.Tensor]
@@ -85,26 +84,6 @@ def markdown(frame: pd.DataFrame) -> str:
     # None (not NaN) is what tabulate shows as missing: "-" for ratios a teacher row does not have.
     return to_markdown(frame.astype(object).where(frame.notna(), None), index=False, floatfmt=".2f", intfmt=",",
                        missingval="-")
-
-
-def record_rows(stem: str, row: dict, columns: tuple[str, ...], heading: str, footer: str,
-                provenance: dict) -> pd.DataFrame:
-    """A measured row beside the tracked record's rows of other code versions (one row per version: a
-    version measured again replaces its row), written as <stem>.{csv,md} to results/bench with its
-    provenance: how `make bench-suite` and `make bench-fresh-clone` keep their numbers."""
-    import tempfile
-
-    from distil.tables.ledger import record_bench, recorded_bench
-
-    saved = recorded_bench(stem)
-    earlier = [] if saved is None else pd.read_csv(saved[0]).to_dict("records")
-    frame = pd.DataFrame([*[r for r in earlier if r["code"] != row["code"]], row], columns=list(columns))
-    with tempfile.TemporaryDirectory() as tmp:
-        csv = Path(tmp, f"{stem}.csv")
-        write_atomic(csv, frame.to_csv(index=False))
-        write_atomic(csv.with_suffix(".md"), f"### {heading}\n\n{markdown(frame)}\n\n{footer}\n")
-        record_bench(csv, provenance)
-    return frame
 
 
 def rich_table(frame: pd.DataFrame, title: str) -> Table:

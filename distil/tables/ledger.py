@@ -24,8 +24,12 @@ import json
 import os
 import shutil
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from distil.common.atomic import write_json_atomic
+
+if TYPE_CHECKING:  # pandas loads only when a bench records
+    import pandas as pd
 
 RESULTS_ENV = "DISTIL_RESULTS"
 
@@ -98,3 +102,26 @@ def recorded_bench(bench: str, root: Path | None = None) -> tuple[Path, dict] | 
     if not saved_csv.is_file() or provenance.get("csv_sha256") != file_digest(saved_csv):
         return None
     return saved_csv, provenance
+
+
+def record_rows(stem: str, row: dict, columns: tuple[str, ...], heading: str, footer: str,
+                provenance: dict) -> pd.DataFrame:
+    """A measured row beside the tracked record's rows of other code versions (one row per version: a
+    version measured again replaces its row), written as <stem>.{csv,md} to results/bench with its
+    provenance: how `make bench-suite` and `make bench-fresh-clone` keep their numbers."""
+    import tempfile
+
+    import pandas as pd
+
+    from distil.bench.harness import markdown
+    from distil.common.atomic import write_atomic
+
+    saved = recorded_bench(stem)
+    earlier = [] if saved is None else pd.read_csv(saved[0]).to_dict("records")
+    frame = pd.DataFrame([*[r for r in earlier if r["code"] != row["code"]], row], columns=list(columns))
+    with tempfile.TemporaryDirectory() as tmp:
+        csv = Path(tmp, f"{stem}.csv")
+        write_atomic(csv, frame.to_csv(index=False))
+        write_atomic(csv.with_suffix(".md"), f"### {heading}\n\n{markdown(frame)}\n\n{footer}\n")
+        record_bench(csv, provenance)
+    return frame
