@@ -98,7 +98,8 @@ def check_record(recorded, out, path, stdout: str) -> None:
     from distil.search.page import recorded as read_record
     from distil.search.page import write_search_page
 
-    assert sorted(p.name for p in recorded.iterdir()) == ["pareto.csv", "pareto.png", "search.json", "trials.csv"]
+    assert sorted(p.name for p in recorded.iterdir()) == ["pareto.csv", "pareto.png", "search.json", "study.json",
+                                                              "trials.csv"]
     for name in ("trials.csv", "pareto.csv", "pareto.png"):
         assert (recorded / name).read_bytes() == (out / name).read_bytes()
     assert (recorded / "pareto.png").stat().st_size < 100_000  # small enough to commit
@@ -209,3 +210,33 @@ def test_a_search_killed_while_a_trial_trains_resumes_and_ends_with_every_trial(
     assert sum(t.state == TrialState.COMPLETE for t in trials) == 3
     assert [t.number for t in trials if t.user_attrs.get(KILLED)] == [killed]
     assert any(t.params == trials[killed].params and t.state == TrialState.COMPLETE for t in trials[killed + 1:])
+
+
+@pytest.mark.slow
+def test_a_recorded_search_goes_on_where_outputs_is_gone(tmp_path):
+    """A new machine: outputs/ and the search directory are gone, the record (results/search) is there. The
+    same command loads the recorded trials, asks for no trial again, trains the Pareto student's cell again
+    for the report, and reads the test score the first machine read."""
+    import json
+
+    path = tmp_path / "tiny-search.yaml"
+    # a student other than the reference's: its cell is one that only a trial trains
+    path.write_text(PRESET.replace("[32]", "[48]").replace("trials: 3", "trials: 2"))
+    first = search([str(path), "--out", str(tmp_path / "search"), "--record"], tmp_path)
+    assert first.returncode == 0, first.stderr
+    recorded = tmp_path / "results" / "search" / "tiny-search"
+    saved = json.loads((recorded / "study.json").read_text())
+    assert [t["state"] for t in saved["trials"]] == ["COMPLETE", "COMPLETE"]
+    pareto = (tmp_path / "search" / "pareto.csv").read_text()
+
+    import shutil
+
+    shutil.rmtree(tmp_path / "outputs")
+    again = search([str(path), "--out", str(tmp_path / "elsewhere")], tmp_path)
+    assert again.returncode == 0, again.stderr
+    assert f"resumed 2 trial(s) of study {saved['study']} from its record, {recorded / 'study.json'}" in again.stdout
+    assert ": training cell " not in again.stdout  # no trial ran again
+    retrained = [line for line in again.stdout.splitlines() if "training it again for the report" in line]
+    assert len(retrained) == 1  # both trials name the one cell (two backends)
+    assert (tmp_path / "elsewhere" / "pareto.csv").read_text() == pareto
+    assert "distil search: trials: 2 complete;" in again.stdout

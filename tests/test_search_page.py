@@ -194,3 +194,12 @@ def test_a_frontier_table_that_does_not_exist_is_one_line_before_any_trial(tmp_p
         f"distil search: error: search preset {path}: unknown frontier table 'frontier-sst3' (did you mean "
         f"'frontier-sst2'?); choose one of: frontier-mrpc, frontier-sst2, frontier-static, frontier-wikiann (or leave "
         f"frontier out)"]
+
+
+def test_a_shipped_search_recorded_before_its_trial_count_says_how_far_it_is():
+    from distil.search.page import so_far
+
+    assert so_far({"preset": "sst2", "trials": 15}) == (
+        " of the preset's 40, so far (`distil search sst2 --record` goes on from the record, anywhere)")
+    assert so_far({"preset": "sst2", "trials": 40}) == ""
+    assert so_far({"preset": "handmade", "trials": 6}) == ""  # not a shipped preset: nothing to compare with

@@ -43,7 +43,9 @@ teacher and its cached targets, a finished run is never trained again (a table o
 it shares it), and only the Pareto set's test scores are read, after the search. The study is a SQLite
 file in the search directory: rerun the same command to resume a killed search (trials its dead worker
 left running are failed and queued again), and start several `distil search` on one directory (or
---jobs N) for parallel workers. Cost: one run per distinct trial (SST-2 preset: 1-13 minutes each on 2
+--jobs N) for parallel workers. Where the directory has no study yet, a recorded one
+(results/search/<preset>/study.json, from --record) is loaded first: a search recorded as it goes
+continues on a fresh clone or another machine. Cost: one run per distinct trial (SST-2 preset: 1-13 minutes each on 2
 cores, see its first line), plus a few seconds to probe and time each.
 """
 

@@ -95,6 +95,16 @@ def not_run(name: str) -> list[str]:
             f"the preset's estimate; rerun the same command to resume it), then `make results`.", ""]
 
 
+def so_far(record: dict) -> str:
+    """A shipped preset's search recorded before its trial count: how far it is, and the command that goes on."""
+    path = PRESET_DIR / f"{record['preset']}.yaml"
+    planned = load_search(str(path)).trials if path.is_file() else None
+    if planned is None or record["trials"] >= planned:
+        return ""
+    return (f" of the preset's {planned}, so far (`distil search {record['preset']} --record` goes on from the "
+            f"record, anywhere)")
+
+
 def limits_text(limits: dict) -> str:
     units = {"max_latency_ms": "ms per text", "max_size_mb": "MB"}
     shown = [f"{value:g} {units[key]}" for key, value in limits.items() if value is not None]
@@ -124,7 +134,8 @@ def search_section(record: dict, folder: Path, out: Path, frontier: Frontier) ->
              f"({record['latency']}, timed on {threads}), distilled from the teacher of "
              f"`{' '.join(record['base'])}`; every trial trains at seed {record['seed']}, its {metric} read on dev.",
              "",
-             f"**Trials**: {record['trials']} ({counted}); {record['sampler']} sampler, study {record['study']}. "
+             f"**Trials**: {record['trials']}{so_far(record)} ({counted}); {record['sampler']} sampler, "
+             f"study {record['study']}. "
              f"**Wall time**: {wall}; the ended trials' own time {duration(record['trial_s'])}.", "",
              f"**Reproduce**: {measured_on(record)}.", "",
              f"![distil search {name}]({FIGURES}/{figure})", "",

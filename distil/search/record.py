@@ -7,6 +7,8 @@
                                        training / failed, the limits, the trial count, the space's
                                        families, the reference cell, the metric, the best trial, the
                                        frontier table it compares with, and each file's digest
+  study.json                           the study's trials, so a search goes on where outputs/ is gone
+                                       (distil.search.saved_study)
 
 outputs/ is not in git: without this a search's hours leave nothing a fresh clone can show. The results
 page (distil.search.page, `make results`) is written from this alone. The directory is replaced whole:
@@ -21,6 +23,7 @@ from typing import TYPE_CHECKING
 
 from distil.common.atomic import write_json_atomic
 from distil.common.provenance import provenance
+from distil.search.saved_study import SAVED, write_saved
 from distil.tables import ledger
 
 if TYPE_CHECKING:  # the study imports torch; the results page reads RECORD and FILES without it
@@ -51,6 +54,7 @@ def record_search(study, ctx: Context, best: dict | None, wall: dict, command: l
     tmp.mkdir(parents=True)
     for name in FILES:
         shutil.copyfile(ctx.search_dir / name, tmp / name)
+    write_saved(study, tmp / SAVED)
     write_json_atomic(tmp / RECORD, {
         **provenance(command), "preset": preset.name, "description": preset.description,
         "study": preset.study_name, "frontier": preset.frontier, "base": preset.base, "seed": preset.seed,

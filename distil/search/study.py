@@ -32,6 +32,8 @@ from distil.errors import DistilError
 from distil.search.latency import FORMS, Served, reference_ms, relative_ms, served
 from distil.search.preset import SearchPreset
 from distil.search.probe import predicted, probe_folder, record_prediction, task_data
+from distil.search.record import record_dir
+from distil.search.saved_study import SAVED, restore
 from distil.search.space import Choice, cell_of, check_space, reference_cell, suggest
 from distil.serve.student import SavedStudent
 from distil.tables.cells import cell_dir, compose_cell, read_result
@@ -188,6 +190,9 @@ def run_search(preset: SearchPreset, search_dir: Path, root: Path, jobs: int = 1
     """Run trials until the study has `preset.trials` ended; (the study, the context its report reads)."""
     ctx = prepare(preset, search_dir, root, jobs, say)
     study, storage = open_study(preset, search_dir)
+    saved = record_dir(preset.name) / SAVED
+    if restored := restore(study, saved):
+        say(f"resumed {restored} trial(s) of study {preset.study_name} from its record, {saved}")
     # a resumed search or another worker starts its sampler elsewhere: no repeat of the first choices
     if study.get_trials(deepcopy=False):
         study.sampler.reseed_rng()
