@@ -240,3 +240,35 @@ def test_a_recorded_search_goes_on_where_outputs_is_gone(tmp_path):
     assert len(retrained) == 1  # both trials name the one cell (two backends)
     assert (tmp_path / "elsewhere" / "pareto.csv").read_text() == pareto
     assert "distil search: trials: 2 complete;" in again.stdout
+
+
+def test_a_search_stops_when_the_code_changed_under_it(tmp_path, monkeypatch):
+    """A trial whose cell the table runner refuses (the package changed) stops the search, where any other
+    failed run only fails its trial: every later trial would fail the same way."""
+    import types
+
+    import optuna
+
+    from distil.search import study as study_module
+    from distil.tables.run import CodeChanged
+
+    path = tmp_path / "tiny-search.yaml"
+    path.write_text(PRESET.replace("limits: {max_latency_ms: 1000.0, max_size_mb: 10.0}",
+                                     "limits: {max_latency_ms: null, max_size_mb: null}"))
+    preset = load_search(str(path))
+    study = optuna.create_study(directions=["maximize", "minimize"])
+    trial = study.ask()
+    choice = suggest(trial, preset)
+    ctx = types.SimpleNamespace(preset=preset, root=tmp_path, extra=(), say=lambda line: None)
+    monkeypatch.setattr(study_module, "finished_here", lambda root, key: None)
+
+    def refused(cell, root, extra=()):
+        raise CodeChanged("the distil package changed since this command started")
+
+    monkeypatch.setattr(study_module, "ensure_cell", refused)
+    with pytest.raises(CodeChanged):
+        study_module.run_trial(study, trial, choice, ctx)
+    monkeypatch.setattr(study_module, "ensure_cell", lambda cell, root, extra=(): "failed: out of memory")
+    second = study.ask()
+    study_module.run_trial(study, second, suggest(second, preset), ctx)
+    assert study.trials[1].state == optuna.trial.TrialState.FAIL

@@ -766,3 +766,43 @@ def test_jobs_runs_cells_at_once_each_once_on_a_share_of_the_cores(tmp_path, mon
     assert sorted(ran) == [("D1", 1, ("trainer.threads=2",)), ("D1", 2, ("trainer.threads=2",)),
                            ("hard", 1, ("trainer.threads=2",)), ("hard", 2, ("trainer.threads=2",))]
     assert most[0] == 2
+
+
+def test_package_digest_follows_the_code_and_nothing_else(tmp_path):
+    from distil.common.provenance import package_digest
+
+    package = tmp_path / "distil"
+    (package / "conf").mkdir(parents=True)
+    (package / "a.py").write_text("x = 1\n")
+    (package / "conf" / "b.yaml").write_text("k: 1\n")
+    first = package_digest(package)
+    (package / "notes.md").write_text("not code")
+    (package / "__pycache__").mkdir()
+    (package / "__pycache__" / "a.py").write_text("compiled")
+    assert package_digest(package) == first
+    (package / "conf" / "b.yaml").write_text("k: 2\n")
+    assert package_digest(package) != first
+
+
+def test_a_table_stops_before_a_cell_when_the_code_changed_under_it(tmp_path, monkeypatch, capsys):
+    """The incident it prevents: a table run from the checkout being edited trained two cells with the new
+    default precision under keys of the old code. Here the code changes between the start and the first cell:
+    the cell's process is never started, and the error says what to do."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("DISTIL_CONFIG_DIR", str(tmp_path / "conf"))
+    monkeypatch.setenv("DISTIL_OUTPUTS", str(tmp_path / "outputs"))
+    write_preset(tmp_path / "conf" / "table", "tiny", "scales: {cpu: {base: [debug=smoke], seeds: [1]}}\n"
+                 "rows: [{label: hard, overrides: [schedule=hard]}]\n")
+    digests = iter(["old", "new"])  # at the start, then before the cell
+    monkeypatch.setattr(run, "package_digest", lambda: next(digests))
+    launched = []
+    monkeypatch.setattr(run.subprocess, "Popen", lambda command, **kwargs: launched.append(command))
+    run.code_at_start.cache_clear()
+    try:
+        code, _, err = table(["tiny"], capsys)
+    finally:
+        run.code_at_start.cache_clear()
+    assert code == 2 and launched == []
+    assert err.splitlines()[-1] == (
+        "distil table: error: the distil package changed since this command started (a checkout, pull or edit): a "
+        "cell run now would be keyed by the old code; rerun the same command to go on (finished cells are kept)")

@@ -38,7 +38,7 @@ from distil.search.space import Choice, cell_of, check_space, reference_cell, su
 from distil.serve.student import SavedStudent
 from distil.tables.cells import cell_dir, compose_cell, read_result
 from distil.tables.preset import Cell
-from distil.tables.run import cell_lock, run_cell
+from distil.tables.run import CodeChanged, cell_lock, code_at_start, run_cell
 from distil.tables.timing import Timed, deployed_scores, texts_of
 
 STUDY_FILE = "study.db"
@@ -188,6 +188,7 @@ def prepare(preset: SearchPreset, search_dir: Path, root: Path, jobs: int = 1,
 def run_search(preset: SearchPreset, search_dir: Path, root: Path, jobs: int = 1,
                say: Callable[[str], None] = print) -> tuple[object, Context]:
     """Run trials until the study has `preset.trials` ended; (the study, the context its report reads)."""
+    code_at_start()
     ctx = prepare(preset, search_dir, root, jobs, say)
     study, storage = open_study(preset, search_dir)
     saved = record_dir(preset.name) / SAVED
@@ -276,6 +277,8 @@ def run_trial(study, trial, choice: Choice, ctx: Context) -> None:
             ms, ratio = relative_ms(form.timed, ctx.reference, ctx.texts, preset.latency, ctx.reference_median,
                                     preset.threads)
             score = dev_score(metrics, form, ctx)
+    except CodeChanged:
+        raise  # every later trial would fail the same way: the command stops, the trial resumes next time
     except DistilError as error:
         ctx.say(f"{name}: failed ({error})")
         trial.set_user_attr("error", str(error))

@@ -22,6 +22,7 @@ clone finds them done too.
 from __future__ import annotations
 
 import argparse  # run(args) reads the namespace distil/cli/table.py parses
+import functools
 import os
 import shutil
 import signal
@@ -37,7 +38,7 @@ from rich.text import Text
 from distil.common.atomic import write_json_atomic
 from distil.common.console import console_script
 from distil.common.parent import child_environment
-from distil.common.provenance import provenance
+from distil.common.provenance import package_digest, provenance
 from distil.common.runtime import share_of_cores
 from distil.errors import DistilError, did_you_mean
 from distil.store.admin import build_lock
@@ -65,9 +66,32 @@ def outputs_root() -> Path:
     return Path(os.environ.get("DISTIL_OUTPUTS", "outputs")).resolve()
 
 
+class CodeChanged(DistilError):
+    """The distil package changed under a running command: stop it (a search too), not just this cell."""
+
+
+@functools.cache
+def code_at_start() -> str:
+    """The package's digest when this command first asked (its start, or its first cell)."""
+    return package_digest()
+
+
+def check_code_unchanged() -> None:
+    """Stop before a cell when the distil package changed under this command (a checkout, a pull, an
+    edit): the cell's run would import the new code, yet its key, computed at the start, names the old
+    one, so the new code's result would be recorded as the old code's. Run long tables from a fixed
+    checkout (a git worktree) while editing elsewhere."""
+    if package_digest() != code_at_start():
+        raise CodeChanged("the distil package changed since this command started (a checkout, pull or edit): "
+                          "a cell run now would be keyed by the old code; rerun the same command to go on "
+                          "(finished cells are kept)")
+
+
 def run_cell(cell: Cell, root: Path, extra: Sequence[str] = ()) -> tuple[str, str | None]:
     """Run one cell to its end; (how it ended, error or None). Its metrics.json always says why.
-    `extra`: overrides that change no result (NOT_RESULT, e.g. trainer.threads), so not the key's."""
+    `extra`: overrides that change no result (NOT_RESULT, e.g. trainer.threads), so not the key's.
+    Refuses to start when the code changed since the command started (check_code_unchanged)."""
+    check_code_unchanged()
     directory = cell_dir(root, cell.key)
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "metrics.json").unlink(missing_ok=True)  # an earlier failure's: never read as this run's
@@ -357,6 +381,7 @@ def run(args: argparse.Namespace) -> list[str]:
     if args.list:
         list_presets()
         return []
+    code_at_start()
     sources = list(preset_files().values()) if args.all else args.names
     loaded = [(load_preset(source), source) for source in sources]
     tables = [(preset, source) for preset, source in loaded if not args.all or preset.set == args.table_set]
