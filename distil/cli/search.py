@@ -116,7 +116,11 @@ def main(argv: list[str] | None = None, prog: str = "distil search") -> int:
         root = outputs_root()
         search_dir = (args.out or root / "search" / preset.name).resolve()
         print(f"{prog}: study {preset.study_name} in {search_dir}, {preset.trials} trials", flush=True)
-        study, ctx = run_search(preset, search_dir, root, args.jobs, lambda line: print(line, flush=True))
+        from distil.search.record import record_dir
+        from distil.search.saved_study import SAVED
+
+        study, ctx = run_search(preset, search_dir, root, args.jobs, lambda line: print(line, flush=True),
+                                saved=record_dir(preset.name) / SAVED)
         result = write_report(study, ctx)
         wall = time.monotonic() - started
         total, invocations = add_wall(study, wall)

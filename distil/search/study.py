@@ -32,8 +32,7 @@ from distil.errors import DistilError
 from distil.search.latency import FORMS, Served, reference_ms, relative_ms, served
 from distil.search.preset import SearchPreset
 from distil.search.probe import predicted, probe_folder, record_prediction, task_data
-from distil.search.record import record_dir
-from distil.search.saved_study import SAVED, restore
+from distil.search.saved_study import restore
 from distil.search.space import Choice, cell_of, check_space, reference_cell, suggest
 from distil.serve.student import SavedStudent
 from distil.tables.cells import cell_dir, compose_cell, read_result
@@ -186,13 +185,13 @@ def prepare(preset: SearchPreset, search_dir: Path, root: Path, jobs: int = 1,
 
 
 def run_search(preset: SearchPreset, search_dir: Path, root: Path, jobs: int = 1,
-               say: Callable[[str], None] = print) -> tuple[object, Context]:
-    """Run trials until the study has `preset.trials` ended; (the study, the context its report reads)."""
+               say: Callable[[str], None] = print, saved: Path | None = None) -> tuple[object, Context]:
+    """Run trials until the study has `preset.trials` ended; (the study, the context its report reads).
+    `saved`: a recorded study (distil.search.saved_study) loaded first where the directory has none."""
     code_at_start()
     ctx = prepare(preset, search_dir, root, jobs, say)
     study, storage = open_study(preset, search_dir)
-    saved = record_dir(preset.name) / SAVED
-    if restored := restore(study, saved):
+    if saved is not None and (restored := restore(study, saved)):
         say(f"resumed {restored} trial(s) of study {preset.study_name} from its record, {saved}")
     # a resumed search or another worker starts its sampler elsewhere: no repeat of the first choices
     if study.get_trials(deepcopy=False):
