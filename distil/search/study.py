@@ -35,6 +35,7 @@ from distil.search.probe import predicted, probe_folder, record_prediction, task
 from distil.search.saved_study import restore
 from distil.search.space import Choice, cell_of, check_space, reference_cell, suggest
 from distil.serve.student import SavedStudent
+from distil.store.admin import build_lock
 from distil.tables.cells import cell_dir, compose_cell, read_result
 from distil.tables.preset import Cell
 from distil.tables.run import CodeChanged, cell_lock, code_at_start, run_cell
@@ -191,7 +192,7 @@ def run_search(preset: SearchPreset, search_dir: Path, root: Path, jobs: int = 1
     code_at_start()
     ctx = prepare(preset, search_dir, root, jobs, say)
     study, storage = open_study(preset, search_dir)
-    if saved is not None and (restored := restore(study, saved)):
+    if saved is not None and (restored := restored_once(study, saved, search_dir)):
         say(f"resumed {restored} trial(s) of study {preset.study_name} from its record, {saved}")
     # a resumed search or another worker starts its sampler elsewhere: no repeat of the first choices
     if study.get_trials(deepcopy=False):
@@ -218,6 +219,16 @@ def run_search(preset: SearchPreset, search_dir: Path, root: Path, jobs: int = 1
             for future in [pool.submit(worker) for _ in range(jobs)]:
                 future.result()
     return study, ctx
+
+
+def restored_once(study, saved: Path, search_dir: Path) -> int:
+    """Load the record into an empty study (distil.search.saved_study.restore) under the search
+    directory's restore lock: workers started together on a new machine load it once, not each."""
+    while True:
+        with build_lock(search_dir, "restore") as ours:
+            if ours:
+                return restore(study, saved)  # it checks, under the lock, that the study is still empty
+        time.sleep(1)
 
 
 WALL, INVOCATIONS = "wall_seconds", "invocations"  # the study's own record of the time its commands took
