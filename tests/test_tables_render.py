@@ -517,3 +517,23 @@ def test_a_run_stopped_at_its_cap_while_improving_is_marked_and_counted(tmp_path
     # the size of a student is not a score its training could still improve
     write_table(preset(value="student.params", format="count"), cells, tmp_path)
     assert md_rows(tmp_path / "paper-table3.md")[1:] == [["D0", "10 ± 0 (n=2)"], ["D1", "10 ± 0 (n=2)"]]
+
+
+@pytest.mark.parametrize("count", [3, 9])
+def test_a_crowded_scatter_numbers_its_points_and_names_them_in_a_key(tmp_path, monkeypatch, count):
+    """Two dozen names by their points (a frontier table's students and their deployed forms) overlapped
+    into an unreadable block: beyond NAMES_BY_POINTS_MAX each point gets a number, its name in a key."""
+    from distil.tables import plots
+
+    drawn, finish = {}, plots.finish
+    monkeypatch.setattr(plots, "finish", lambda fig, ax, *rest: (
+        drawn.update(notes=[t.get_text() for t in ax.texts]), finish(fig, ax, *rest))[1])
+    points = [(f"student {i}", 0.1 * (i + 1), 70.0 + i) for i in range(count - 1)]
+    plots.scatter(points, "ms", "accuracy", "a frontier", tmp_path / "f.png", frontier="lower_x",
+                  references=[("peer", 0.05, 69.0)], xscale="log")
+    if count <= plots.NAMES_BY_POINTS_MAX:
+        assert drawn["notes"] == [*(name for name, _, _ in points), "peer"]
+    else:
+        key = [f"{n:>2}  {name}" for n, name in enumerate([*(name for name, _, _ in points), "peer"], 1)]
+        assert drawn["notes"] == [*map(str, range(1, count + 1)), "\n".join(key)]
+    assert (tmp_path / "f.png").is_file()

@@ -60,6 +60,9 @@ def pareto(points: list[tuple[str, float, float]], lower_x: bool = True) -> list
     return front
 
 
+NAMES_BY_POINTS_MAX = 8
+
+
 def scatter(points: list[tuple[str, float, float]], xlabel: str, ylabel: str, title: str, path: Path,
             paper: list[tuple[str, float, float]] = (), frontier: str | None = None,
             references: list[tuple[str, float, float]] = (), xscale: str = "linear",
@@ -68,8 +71,11 @@ def scatter(points: list[tuple[str, float, float]], xlabel: str, ylabel: str, ti
     `references` (other tools on the same data) as grey triangles; with `frontier` (lower_x or
     higher_x), the Pareto frontier over ours and the references as a line through its points;
     `xscale` log for an axis spanning orders of magnitude (latency from a static student to SetFit);
-    `spreads` (label -> std over seeds) as vertical error bars on ours and the references."""
+    `spreads` (label -> std over seeds) as vertical error bars on ours and the references. More than
+    NAMES_BY_POINTS_MAX points are numbered, their names in a key beside the axes."""
     fig, ax = plt.subplots(figsize=(6.5, 4.5))
+    # beyond a few points their names overlap (a frontier table has two dozen): numbers and a key instead
+    numbered, key = len(points) + len(references) + len(paper) > NAMES_BY_POINTS_MAX, []
     if frontier and (points or references):
         front = pareto([*points, *references], lower_x=frontier == "lower_x")
         ax.plot([p[1] for p in front], [p[2] for p in front], color="C2", linestyle="-", linewidth=1,
@@ -85,7 +91,14 @@ def scatter(points: list[tuple[str, float, float]], xlabel: str, ylabel: str, ti
             ax.errorbar([p[0] for p in spread], [p[1] for p in spread], yerr=[p[2] for p in spread], fmt="none",
                         ecolor=colour, capsize=3, linewidth=1)
         for label, x, y in mine:
+            if numbered:  # a number by the point, its name in the key beside the axes
+                key.append(label)
+                label = str(len(key))
             ax.annotate(label, (x, y), textcoords="offset points", xytext=(4, 4), fontsize=7, color=colour)
+    if key:
+        ax.text(1.02, 0.0, "\n".join(f"{n:>2}  {label}" for n, label in enumerate(key, 1)), transform=ax.transAxes,
+                fontsize=6, va="bottom", ha="left", family="monospace")
+        fig.set_figwidth(fig.get_figwidth() + 3.0)  # room for the key, so the axes keep their width
     ax.set_xlabel(xlabel)
     ax.set_xscale(xscale)
     return finish(fig, ax, ylabel, title, path)
