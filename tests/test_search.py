@@ -250,6 +250,7 @@ def test_a_search_stops_when_the_code_changed_under_it(tmp_path, monkeypatch):
     import optuna
 
     from distil.search import study as study_module
+    from distil.tables.preset import Cell
     from distil.tables.run import CodeChanged
 
     path = tmp_path / "tiny-search.yaml"
@@ -261,6 +262,8 @@ def test_a_search_stops_when_the_code_changed_under_it(tmp_path, monkeypatch):
     choice = suggest(trial, preset)
     ctx = types.SimpleNamespace(preset=preset, root=tmp_path, extra=(), say=lambda line: None)
     monkeypatch.setattr(study_module, "finished_here", lambda root, key: None)
+    # the trial's cell as the run would name it, without composing its config (a second a trial)
+    monkeypatch.setattr(study_module, "cell_of", lambda preset, overrides, row: Cell(row, None, 1, [], "key"))
 
     def refused(cell, root, extra=()):
         raise CodeChanged("the distil package changed since this command started")
