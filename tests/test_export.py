@@ -368,7 +368,9 @@ def test_distil_export_on_a_smoke_run(tmp_path, monkeypatch, capsys):
         assert (f"| {row} | `{file}` {(student / file).stat().st_size / 1e6:.2f} MB | not measured | "
                 f"{record[form]['ex_per_s']:,.0f} examples/s, model time only, batches of 32 | "
                 f"{100 * record[form]['test']['accuracy']:.2f} | distil export (export.json) |") in card
-    assert "warning:" not in err  # served as the run scored it
+    # served as the run scored it: no warning, unless int8's timing (not its score) lost to fp32 on a busy machine
+    assert "warning:" not in re.sub(r"warning: student's int8 model is slower than fp32 \([^)]*\); serve model.onnx "
+                                    r"instead\n", "", err)
     # a run whose recorded score the served student does not give (as a Transformer pair student's was when
     # serving read no second segment): one warning line
     metrics = json.loads((run_dir / "metrics.json").read_text())
