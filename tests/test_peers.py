@@ -123,13 +123,73 @@ def test_a_peer_learns_gold_labels_and_the_teachers_argmax_on_transfer(tmp_path,
     assert set(metrics["student"]) >= {"dev", "test", "params"} and metrics["student"]["stages"] == []
 
 
+def test_a_logits_peer_regresses_the_teachers_cached_logits_on_labeled_and_transfer(tmp_path, monkeypatch, capsys):
+    """student=peer-model2vec-logits: the vectors it is fit to are the teacher's logits as the cache stores
+    them, labeled then transfer, and its dev split's are what its early stopping reads."""
+    from distil.peers import train
+    from tests.test_errors import distil_in_process
+
+    seen = {}
+
+    class Recording:  # a regressing peer that keeps what it was given and predicts the teacher's argmax
+        name = "recording"
+
+        def fit(self, texts, labels, dev_texts, dev_labels):
+            seen.update(texts=list(texts), labels=np.asarray(labels), dev=np.asarray(dev_labels))
+
+        def predict_proba(self, texts):
+            return np.full((len(texts), seen["labels"].shape[1]), 1 / seen["labels"].shape[1])
+
+        def param_count(self):
+            return 1
+
+        def save(self, directory):
+            pass
+
+    monkeypatch.setattr(train, "make_peer", lambda name, seed, source: Recording())
+    code, _, err = distil_in_process(["debug=smoke", "student=peer-model2vec-logits"], tmp_path, monkeypatch, capsys)
+    assert code == 0, err
+    cache = next((tmp_path / "outputs" / "cache" / "targets").iterdir())
+
+    def cached(split: str) -> np.ndarray:
+        return torch.cat([load_file(p)["logits"] for p in sorted(cache.glob(f"{split}-*.safetensors"))]).float().numpy()
+
+    np.testing.assert_array_equal(seen["labels"], np.concatenate([cached("labeled"), cached("transfer")]))
+    np.testing.assert_array_equal(seen["dev"], cached("dev"))
+    metrics = json.loads(next((tmp_path / "outputs" / "runs").rglob("metrics.json")).read_text())
+    assert metrics["student"]["trained_on"] == {"examples": len(seen["texts"]), "targets": "logits"}
+    assert len(seen["texts"]) == metrics["data"]["sizes"]["labeled"] + metrics["data"]["sizes"]["transfer"]
+
+
+def test_model2vec_regressed_on_logits_predicts_their_softmax_and_reloads_identically(tmp_path):
+    """The regression head (student.targets=logits): predict_proba is the softmax of the logits its MLP
+    outputs, in class-id order, and a saved peer gives the same."""
+    from distil.peers.model2vec_peer import Model2VecPeer
+
+    peer = Model2VecPeer(seed=0, source=str(tiny_bert(tmp_path / "bert")))
+    logits = np.stack([4.0 * LABELS - 2.0, 2.0 - 4.0 * LABELS], axis=1)[:, ::-1].astype(np.float32)  # class 1 high
+    peer.fit(TEXTS, logits, TEXTS[:6], logits[:6])
+    assert peer.pipeline.classes_ is None  # a regression head, not a classifier
+    outputs = peer.pipeline.predict(TEXTS[:6])
+    assert outputs.shape == (6, 2)
+    np.testing.assert_allclose(peer.predict_proba(TEXTS[:6]), torch.softmax(torch.from_numpy(outputs), -1).numpy(),
+                               rtol=1e-6)
+    save_peer(peer, tmp_path / "saved", ["0", "1"])
+    np.testing.assert_allclose(load_peer(tmp_path / "saved")[0].predict_proba(TEXTS[:6]), peer.predict_proba(TEXTS[:6]),
+                               atol=1e-6)
+
+
 @pytest.mark.parametrize("args,message", [
     (["student=peer-tfidf", "dataset=toy-pair"], "student 'peer-tfidf' classifies single texts and pair gives "
                                                  "text pairs; use a runner student (e.g. student=static)"),
     (["student=peer-tfidf", "student.peer=svm"], "unknown student.peer 'svm'; choose one of: tfidf, fasttext, "
                                                  "model2vec, setfit"),
-    (["student=peer-tfidf", "student.targets=gold"], "unknown student.targets 'gold'; choose one of: labels, teacher"),
-], ids=["pairs", "unknown-peer", "unknown-targets"])
+    (["student=peer-tfidf", "student.targets=gold"],
+     "unknown student.targets 'gold'; choose one of: labels, teacher, logits"),
+    (["student=peer-tfidf", "student.targets=logits"],
+     "student.targets=logits regresses the teacher's logits, and student.peer=tfidf fits class ids only: use "
+     "student.targets=teacher (its argmax), or a peer that regresses (model2vec)"),
+], ids=["pairs", "unknown-peer", "unknown-targets", "logits-without-regression"])
 def test_a_peer_that_cannot_run_is_one_line(tmp_path, monkeypatch, capsys, args, message):
     from tests.test_errors import one_line_error
 

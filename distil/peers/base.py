@@ -33,7 +33,10 @@ PEERS = {
 }
 
 
-TARGETS = ("labels", "teacher")  # student.targets: the labeled set alone, or + the teacher's argmax on transfer
+# student.targets: the labeled set alone; + the teacher's argmax on transfer; or the teacher's logits on both,
+# regressed (a peer that can: REGRESS_LOGITS)
+TARGETS = ("labels", "teacher", "logits")
+REGRESS_LOGITS = ("model2vec",)  # its StaticModelForRegression: an MLP head fit by MSE to vectors
 
 
 def is_peer(student_cfg) -> bool:
@@ -74,3 +77,12 @@ def check_peer(cfg, task) -> None:
         raise DistilError(f"student '{cfg.name}' classifies single texts and {task.name} gives "
                           f"{INPUT_NAMES[task.inputs]}; use a runner student (e.g. student=static)")
     check_choice("student.targets", cfg.targets, TARGETS)
+    check_regresses(cfg.peer, cfg.targets)
+
+
+def check_regresses(name: str, targets: str) -> None:
+    """student.targets=logits needs a peer with a regression head."""
+    if targets == "logits" and name not in REGRESS_LOGITS:
+        raise DistilError(f"student.targets=logits regresses the teacher's logits, and student.peer={name} fits "
+                          f"class ids only: use student.targets=teacher (its argmax), or a peer that regresses "
+                          f"({', '.join(REGRESS_LOGITS)})")

@@ -1,10 +1,11 @@
 """model2vec (Tulkens & van Dongen 2024): a static encoder distilled from a sentence transformer, and
-its StaticModelForClassification trained on top, as a user would run the library.
+its StaticModelForClassification trained on top (on class ids), or its StaticModelForRegression fit to
+the teacher's logits (student.targets=logits), as a user would run the library.
 
 The distillation is model2vec's steps (each wordpiece alone through the model as [SEP] w [CLS], the
 mean of the outputs, PCA to 256 fitted without the [unusedN] placeholders, Zipf SIF a = 1e-4), done
 by distil (teacher/token_vectors.py, students/embeddings.py) over the teacher's whole vocabulary:
-model2vec's own `distill` extra pins transformers<5.4. Encoding and the classifier are model2vec's.
+model2vec's own `distill` extra pins transformers<5.4. Encoding and the heads are model2vec's.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import numpy as np
 import torch
 from model2vec import StaticModel
 from model2vec.inference import StaticModelPipeline
-from model2vec.train import StaticModelForClassification
+from model2vec.train import StaticModelForClassification, StaticModelForRegression
 from transformers import AutoModel, AutoTokenizer
 
 from distil.students.embeddings import UNUSED_TOKEN, sif_weights
@@ -53,15 +54,25 @@ class Model2VecPeer:
         self.seed, self.source, self.pipeline, self.params = seed, source, pipeline, params
 
     def fit(self, texts, labels, dev_texts, dev_labels) -> None:
+        """Class ids (labels [n]): StaticModelForClassification. The teacher's logits (labels [n, classes],
+        student.targets=logits): StaticModelForRegression, an MLP head fit by MSE to them, early-stopped on
+        the dev split's logits."""
         vectors, tokenizer = distilled_vectors(self.source)
         static = StaticModel(vectors, tokenizer, normalize=True)
-        classifier = StaticModelForClassification.from_static_model(model=static)
-        classifier.fit(list(texts), [str(y) for y in labels], X_val=list(dev_texts),
-                       y_val=[str(y) for y in dev_labels], random_seed=self.seed, device="cpu")
-        self.params = sum(p.numel() for p in classifier.parameters())
-        self.pipeline = classifier.to_pipeline()
+        if np.ndim(labels) == 2:
+            model = StaticModelForRegression.from_static_model(model=static)
+            model.fit(list(texts), torch.as_tensor(labels), X_val=list(dev_texts), y_val=torch.as_tensor(dev_labels),
+                      random_seed=self.seed, device="cpu")
+        else:
+            model = StaticModelForClassification.from_static_model(model=static)
+            model.fit(list(texts), [str(y) for y in labels], X_val=list(dev_texts),
+                      y_val=[str(y) for y in dev_labels], random_seed=self.seed, device="cpu")
+        self.params = sum(p.numel() for p in model.parameters())
+        self.pipeline = model.to_pipeline()
 
     def predict_proba(self, texts) -> np.ndarray:
+        if self.pipeline.classes_ is None:  # a regression head: its outputs are the logits it learned
+            return torch.softmax(torch.as_tensor(self.pipeline.predict(list(texts))), dim=-1).numpy()
         probabilities = self.pipeline.predict_proba(list(texts))
         order = np.argsort([int(c) for c in self.pipeline.classes_])  # columns by class id
         return probabilities[:, order]

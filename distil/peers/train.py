@@ -11,7 +11,7 @@ import torch
 from omegaconf import OmegaConf
 
 from distil.errors import DistilError, check_choice
-from distil.peers.base import TARGETS, make_peer, save_peer
+from distil.peers.base import TARGETS, check_regresses, make_peer, save_peer
 from distil.teacher.load import resolve_source
 
 PROBABILITY_FLOOR = 1e-9  # log(0) would be -inf logits for a class a peer never predicts
@@ -29,13 +29,19 @@ def train_peer(student_cfg, teacher_cfg, seed: int, task, data, prepared, views,
         raise DistilError(f"student=peer-{name} classifies single texts, and {data.name} is a {task.name} "
                           f"dataset of {task.inputs}; use a runner student (e.g. student=static)")
     check_choice("student.targets", targets, TARGETS)
+    check_regresses(name, targets)
     texts = {split: list(data.splits[split]["text"]) for split in data.splits}
     train_texts, train_labels = texts["labeled"], prepared["labeled"].labels.numpy()
+    dev_labels = prepared["dev"].labels.numpy()
     if targets == "teacher":  # gold labels where there are some, the teacher's argmax on the transfer set
         pseudo = views["transfer"].all_logits().argmax(dim=-1).numpy()
         train_texts, train_labels = train_texts + texts["transfer"], np.concatenate([train_labels, pseudo])
+    elif targets == "logits":  # the teacher's logits, as vectors to regress, on labeled + transfer; dev the same
+        train_texts = train_texts + texts["transfer"]
+        train_labels = torch.cat([views[split].all_logits() for split in ("labeled", "transfer")]).float().numpy()
+        dev_labels = views["dev"].all_logits().float().numpy()
     peer = make_peer(name, seed, resolve_source(teacher_cfg))
-    peer.fit(train_texts, train_labels, texts["dev"], prepared["dev"].labels.numpy())
+    peer.fit(train_texts, train_labels, texts["dev"], dev_labels)
     scores = {}
     for split in ("dev", "test", *data.extra_tests):
         probabilities = peer.predict_proba(texts[split])

@@ -2,8 +2,10 @@
 `distil table --frontier-targets`, writes outputs/tables/frontier-targets.{md,csv}):
 
   * the static student, under the runner's best schedule for it, reaches model2vec's logit-regression
-    accuracy (79.6% test, measured on SST-2 with model2vec 0.10); "best" is the frontier-static row with the highest
-    mean dev accuracy (the test accuracy only reports), else frontier-sst2's static row (d1);
+    accuracy: frontier-sst2's row of model2vec's own trainer fit to the teacher's logits (MODEL2VEC_LOGITS,
+    student=peer-model2vec-logits), its mean test accuracy over the seeds it has run; "best" is the
+    frontier-static row with the highest mean dev accuracy (the test accuracy only reports), else
+    frontier-sst2's static row (d1);
   * at >= 20x the BiLSTM student's batch-32 throughput and >= 15x its one-sentence speed, end to end
     (tokenisation included);
   * at >= 0.8x the speed of model2vec's own pipeline on the same sentences;
@@ -39,22 +41,22 @@ from distil.tables.orderings import beyond_spread, pooled_spread
 from distil.tables.preset import DEPLOYED_READS, Cell
 
 STATIC, BILSTM, MODEL2VEC = "static (model2vec-style)", "BiLSTM (Mukherjee)", "peer: model2vec (labels)"
+MODEL2VEC_LOGITS = "peer: model2vec (teacher logits)"  # the accuracy target's bar: measured, in the table
 PEER_PREFIX = "peer: "
 EAGER = "student"  # a row that reads its trained student (preset `reads`); DEPLOYED_READS a deployed form
-MODEL2VEC_ACCURACY = 79.63  # model2vec 0.10, MLP head regressed on the teacher's logits (SST-2 test, %)
 
 
 @dataclass
 class Target:
     name: str
     ours: float | None  # None: not measured yet (a row has no finished run or no timing)
-    required: float
+    required: float | None  # None: the bar is a row not run yet
     spread: str = ""  # min-max of a per-pass ratio, or the rows that decide a frontier check
     rows: str = ""  # the row(s) behind `ours`: for the frontier, the runner row that matches each peer
 
     @property
     def met(self) -> bool | None:
-        return None if self.ours is None else self.ours >= self.required
+        return None if self.ours is None or self.required is None else self.ours >= self.required
 
 
 def by_row(cells: list[Cell], reads: dict[str, str] | None = None) -> dict[str, list[dict]]:
@@ -179,20 +181,29 @@ def nearest(peer: str, timed: dict[str, list[dict]], ours: list[str]) -> str:
 
 def described(runs: list[dict]) -> str:
     """`80.83 ± 0.73% (n=3) at 3.65 ms`: the spread over seeds says whether a loss is a tie."""
+    return f"{with_spread(runs)} at {latency(runs):.2f} ms"
+
+
+def with_spread(runs: list[dict]) -> str:
+    """`80.83 ± 0.73% (n=3)`: the test accuracy's mean and sample std over seeds."""
     values = accuracies(runs)
     spread = f" ± {statistics.stdev(values):.2f}" if len(values) > 1 else ""
-    return f"{statistics.mean(values):.2f}{spread}% (n={len(values)}) at {latency(runs):.2f} ms"
+    return f"{statistics.mean(values):.2f}{spread}% (n={len(values)})"
 
 
 def static_accuracy_target(rows: dict[str, list[dict]], schedules: dict[str, list[dict]]) -> Target:
     """The static student's test accuracy under the schedule with the best mean dev accuracy (each
-    schedule's runs all seeds it has); frontier-sst2's own static row (d1) without schedule runs."""
+    schedule's runs all seeds it has); frontier-sst2's own static row (d1) without schedule runs. The bar:
+    model2vec's trainer fit to the teacher's logits (MODEL2VEC_LOGITS), its mean test accuracy."""
     name = "static student test accuracy (%), best schedule on dev"
+    bar = rows.get(MODEL2VEC_LOGITS)
+    required = accuracy(bar) if bar else None
+    against = f"; the bar: {MODEL2VEC_LOGITS}, test {with_spread(bar) if bar else 'not run'}"
     if schedules:
         best = max(schedules, key=lambda row: accuracy(schedules[row], "dev"))
-        return Target(name, accuracy(schedules[best]), MODEL2VEC_ACCURACY,
-                      f"{best} (dev {accuracy(schedules[best], 'dev'):.2f}, n={len(schedules[best])})", best)
-    return Target(name, accuracy(rows[STATIC]) if STATIC in rows else None, MODEL2VEC_ACCURACY, "d1 (frontier-sst2)",
+        return Target(name, accuracy(schedules[best]), required,
+                      f"{best} (dev {accuracy(schedules[best], 'dev'):.2f}, n={len(schedules[best])}){against}", best)
+    return Target(name, accuracy(rows[STATIC]) if STATIC in rows else None, required, f"d1 (frontier-sst2){against}",
                   STATIC if STATIC in rows else "")
 
 
@@ -229,8 +240,8 @@ def write_targets(scale: str, root: Path):
     cells = [cell for cell in collect(expand(preset, scale), root) if not preset.reads_teacher(cell.row)]
     reads = {row.label: row.reads for row in preset.rows}
     schedule_cells = collect(expand(load_preset(SCHEDULES), scale), root)
-    frame = pd.DataFrame([{"target": t.name, "ours": None if t.ours is None else round(t.ours, 2),
-                           "required": t.required, "met": {None: "not measured", True: "yes", False: "no"}[t.met],
+    frame = pd.DataFrame([{"target": t.name, "ours": rounded(t.ours), "required": rounded(t.required),
+                           "met": {None: "not measured", True: "yes", False: "no"}[t.met],
                            "rows": t.rows, "spread": t.spread} for t in targets(cells, schedule_cells, reads)])
     out = root / "tables"
     out.mkdir(parents=True, exist_ok=True)
@@ -238,3 +249,7 @@ def write_targets(scale: str, root: Path):
     header = f"<!-- frontier targets ({PRESET} and {SCHEDULES}, scale {scale}) -->\n"
     (out / "frontier-targets.md").write_text(header + frame.to_markdown(index=False) + "\n")
     return frame
+
+
+def rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, 2)
