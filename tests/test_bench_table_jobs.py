@@ -76,8 +76,8 @@ def test_the_two_settings_take_turns_and_the_ratio_is_of_their_median_wall_times
     walls = {1: iter([40.0, 44.0, 42.0]), 2: iter([25.0, 21.0, 30.0])}
     order = []
 
-    def fake_measure(preset_file, jobs, threads, round_):
-        assert preset_file.is_file()  # the preset is written for the runs
+    def fake_measure(preset_file, jobs, threads, round_, cache):
+        assert preset_file.is_file() and cache is None  # the preset is written for the runs
         order.append((round_, jobs))
         return {"round": round_, "jobs": jobs, "threads per cell": 1, "cores": 2, "cells": 8,
                 "wall s": next(walls[jobs]), "cells' own s": 30.0}
@@ -117,7 +117,7 @@ def test_bad_arguments_are_one_line(command, args, message, capsys):
 def test_quick_is_one_round_of_4_cells_and_records_nothing(tmp_path, monkeypatch, capsys):
     seen = []
 
-    def fake_compare(jobs, threads, rounds, table):
+    def fake_compare(jobs, threads, rounds, table, cache):
         seen.append((jobs, threads, rounds, [row["label"] for row in table["rows"]], table["scales"]["cpu"]["seeds"]))
         return [table_jobs.row(1, 1, 1, [{"status": "ok"}] * 4, 10.0),
                 table_jobs.row(1, 2, 1, [{"status": "ok"}] * 4, 8.0)], 1.25
@@ -127,3 +127,53 @@ def test_quick_is_one_round_of_4_cells_and_records_nothing(tmp_path, monkeypatch
     assert seen == [(2, 1, 1, ["hard", "soft"], [1, 2])]
     assert "1.25x as fast" in capsys.readouterr().out
     assert not (tmp_path / "results").exists()  # conftest's DISTIL_RESULTS: a quick run is no measurement
+
+
+def test_real_times_two_sst2_cells_on_every_core_against_two_at_once_reading_the_cached_teacher(
+        tmp_path, monkeypatch, capsys):
+    """--real: the frontier's BiLSTM under d1 and soft for one epoch, a --jobs 1 cell on every core, the
+    teacher read from <outputs>/cache; its own files, recorded as bench-table-jobs-real."""
+    seen = []
+
+    def fake_compare(jobs, threads, rounds, table, cache):
+        seen.append((jobs, threads, rounds, table, cache))
+        return [table_jobs.row(1, 1, 2, [{"status": "ok"}] * 2, 10.0),
+                table_jobs.row(1, 2, 1, [{"status": "ok"}] * 2, 8.0)], 1.25
+
+    monkeypatch.setattr(table_jobs, "compare", fake_compare)
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    monkeypatch.setenv("DISTIL_OUTPUTS", str(tmp_path / "outputs"))
+    assert table_jobs_command(["--real", "--rounds", "1", "--out", str(tmp_path / "tables")]) == 0
+    (jobs, threads, rounds, table, cache), = seen
+    assert (jobs, threads, rounds, cache) == (2, 2, 1, tmp_path / "outputs" / "cache")
+    assert table["scales"]["cpu"] == {"base": ["+experiment=sst2-low", "teacher=minilm", "student=bilstm",
+                                               "trainer.epochs=1", "trainer.threads=2"], "seeds": [1]}
+    assert [row["overrides"] for row in table["rows"]] == [["schedule=d1"], ["schedule=soft"]]
+    md = (tmp_path / "tables" / "bench-table-jobs-real.md").read_text()
+    assert md.startswith("### A table of 2 real cells with `distil table --jobs 2` against `--jobs 1`")
+    assert "the MiniLM teacher and its targets read from the cache" in md
+    assert not (tmp_path / "tables" / "bench-table-jobs.md").exists()
+    recorded = Path(os.environ["DISTIL_RESULTS"]) / "bench" / "bench-table-jobs-real.csv"
+    assert recorded.is_file()
+
+
+def test_a_real_run_links_the_cache_and_refuses_one_that_fine_tuned_a_teacher(tmp_path, monkeypatch):
+    cache = tmp_path / "cache"
+    (cache / "teachers").mkdir(parents=True)
+    reused = {"value": True}
+
+    def fake_run(command, cwd, env, **kwargs):
+        outputs = Path(env["DISTIL_OUTPUTS"])
+        assert (outputs / "cache").resolve() == cache.resolve() and (outputs / "cache" / "teachers").is_dir()
+        cell = outputs / "cells" / "key"
+        cell.mkdir(parents=True)
+        (cell / "metrics.json").write_text(json.dumps({"status": "ok", "seconds": 1.0,
+                                                       "artifacts": {"teacher_reused": reused["value"]}}))
+        return subprocess.CompletedProcess(command, 0, "", "")
+
+    monkeypatch.setattr(table_jobs.subprocess, "run", fake_run)
+    assert table_jobs.measure(tmp_path / "p.yaml", 1, threads=2, round_=1, cache=cache)["cells"] == 1
+    assert (cache / "teachers").is_dir()  # the link is removed with the run's directory, the cache stays
+    reused["value"] = False
+    with pytest.raises(DistilError, match=r"fine-tuned a teacher: cache one in .* first"):
+        table_jobs.measure(tmp_path / "p.yaml", 1, threads=2, round_=1, cache=cache)

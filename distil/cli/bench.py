@@ -7,6 +7,7 @@ them (each with its own defaults), and writes outputs/tables/<bench>.{md,csv}.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -38,6 +39,7 @@ examples:
   distil bench demo --against main runtime.device=cpu   # this code against main's, in turn, with the ratio
   distil bench demo --with tracking=mlflow   # the default job with and without tracking, in turn, with the ratio
   distil bench table-jobs                    # on a quiet machine: 8 cells, --jobs 2 against --jobs 1, 1 thread each
+  distil bench table-jobs --real --rounds 1  # on a quiet machine: 2 real SST-2 cells, 2 threads against 2 x 1
   distil bench cache-workers                 # on a quiet machine: 2 workers x 1 thread against 1 worker x 2 threads
   distil bench deploy                        # on a quiet machine: the newest demo run (make demo), served 3 ways
   distil bench deploy outputs/runs/<date>/<time> --quick   # a smoke run, small sizes: checks that it runs
@@ -258,8 +260,13 @@ def table_jobs(argv: list[str] | None = None, prog: str = "distil bench table-jo
     add_bench_arguments(parser, out="directory for bench-table-jobs.{md,csv} (default: outputs/tables)",
                         quick="one round of 4 cells: checks that it runs, not a measurement", with_passes=False,
                         with_threads=False)
-    parser.add_argument("--threads", type=int, default=1,
-                        help="torch threads of each cell with --jobs 1 (default 1: what --jobs 2 gives on 2 cores)")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="torch threads of each cell with --jobs 1 (default 1: what --jobs 2 gives on 2 cores; "
+                             "with --real every core, as distil table gives a cell)")
+    parser.add_argument("--real", action="store_true",
+                        help="2 real cells (the BiLSTM under d1 and soft on SST-2 low resource, one epoch; ~2 "
+                             "minutes each) on the teacher and targets cached in <outputs>/cache, not 8 smoke cells "
+                             "from a cold cache -> bench-table-jobs-real.{md,csv}")
     parser.add_argument("--jobs", type=int, default=2, metavar="N",
                         help="time distil table --jobs N against --jobs 1 (default 2; each cell then gets "
                              "cores // N threads)")
@@ -267,16 +274,22 @@ def table_jobs(argv: list[str] | None = None, prog: str = "distil bench table-jo
     args = parser.parse_args(argv)
     if args.jobs < 2:
         parser.error(f"--jobs {args.jobs}: give 2 or more (it is timed against --jobs 1)")
-    if args.rounds < 1 or args.threads < 1:
+    threads = args.threads if args.threads is not None else ((os.cpu_count() or 1) if args.real else 1)
+    if args.rounds < 1 or threads < 1:
         parser.error("--rounds and --threads must be positive")
-    rounds, table = args.rounds, None
+    rounds, table, cache = args.rounds, None, None
+    if args.real:
+        from distil.tables.run import outputs_root
+
+        table, cache = bench_table_jobs.real_preset(threads), outputs_root() / "cache"
     if args.quick:
-        rounds, table = 1, bench_table_jobs.preset(args.threads, bench_table_jobs.SCHEDULES[:2])
+        rounds = 1
+        table = table or bench_table_jobs.preset(threads, bench_table_jobs.SCHEDULES[:2])
     with console_command(prog):
-        rows, speedup = bench_table_jobs.compare(args.jobs, args.threads, rounds, table)
-        print(bench_table_jobs.write(rows, Path(args.out), args.jobs, speedup).to_string(index=False))
+        rows, speedup = bench_table_jobs.compare(args.jobs, threads, rounds, table, cache)
+        print(bench_table_jobs.write(rows, Path(args.out), args.jobs, speedup, args.real).to_string(index=False))
         print(f"--jobs {args.jobs} against --jobs 1: {speedup:.2f}x as fast (median wall times)")
-    record(args, bench_table_jobs.NAME, prog, argv)
+    record(args, bench_table_jobs.REAL_NAME if args.real else bench_table_jobs.NAME, prog, argv)
     return 0
 
 
