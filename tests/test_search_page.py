@@ -170,7 +170,7 @@ def test_frontier_rows_read_the_tables_runs_as_ratios_to_the_searchs_reference(t
         assert (row.student, row.peer, row.run) == ("static", False, (cells[(label, 1)], backend))
     peer = next(r for r in rows if r.label == "peer: SetFit (labels)")
     assert (peer.values, peer.latency, peer.student, peer.peer) == ([], None, "peer-setfit", True)
-    assert len(rows) == 25  # every student, deployed form and peer: the teacher reads no row here
+    assert len(rows) == 26  # every student, deployed form and peer: the teacher reads no row here
 
 
 def test_the_committed_search_page_is_what_the_recorded_searches_render(tmp_path):
