@@ -113,6 +113,9 @@ def test_a_finding_must_name_two_rows_or_two_columns(tmp_path):
     bad = table(Finding(claim="x", better="soft", worse="hard", probe="tang-table1-probes"))
     with pytest.raises(DistilError, match="probe names table 'tang-table1-probes', which is not a preset"):
         check_preset(bad, "mukherjee-table8.yaml")
+    bad = table(Finding(claim="x", better="soft", worse="hard", explanation={"gpu": "more data"}))
+    with pytest.raises(DistilError, match="explanation names scale 'gpu'; choose from: cpu, paper"):
+        check_preset(bad, "mukherjee-table8.yaml")
 
 
 def test_a_teacher_key_whose_runs_record_different_scores_is_reported_in_one_line(tmp_path):

@@ -84,3 +84,27 @@ def test_the_frontier_tables_get_a_page_and_recorded_benchmarks_theirs_with_thei
             "a CPU, 2 cores, 2026-11-28 15:00 UTC, code abc123.") in benchmarks
     assert "no provenance" not in benchmarks
     assert "- [Every student on one teacher: the frontier](frontier.md)" in (docs / "index.md").read_text()
+
+
+def test_a_headline_claim_not_reproduced_is_listed_with_why_its_probe_and_what_the_scale_lacks(tmp_path):
+    """The overview's list of headline claims not reproduced, and the preset's explanation under the
+    claim on its table's page; a reproduced claim shows neither."""
+    tables, docs = tmp_path / "tables", tmp_path / "results"
+    lacks = "the cpu scale has 5,000 transfer sentences, the paper's 490K"
+    explained = SOFT.__class__(**{**SOFT.__dict__, "headline": 2, "probe": "tang-table1-probe",
+                                  "explanation": {"cpu": lacks}})
+    write_table(table(explained), CELLS, tables)
+    write_pages(tables, docs)
+    index = (docs / "index.md").read_text()
+    assert ("### Where a headline finding is not reproduced yet\n\n" in index and
+            "- **2**, *soft distillation beats hard distillation* ([mukherjee-table8](mukherjee.md)): **consistent**. "
+            f"scale probe: [tang-table1-probe](tang.md). {lacks}\n") in index
+    assert f"   - at cpu scale: {lacks}\n" in (docs / "mukherjee.md").read_text()
+    # reproduced in every judged group (IMDB's runs as SST-2's): no explanation, no entry
+    reproduced = [c for c in CELLS if c.row != "IMDB"] + [
+        c.__class__(**{**c.__dict__, "row": "IMDB", "key": c.key.replace("SST-2", "IMDB")})
+        for c in CELLS if c.row == "SST-2"]
+    write_table(table(explained), reproduced, tables)
+    write_pages(tables, docs)
+    assert "not reproduced yet" not in (docs / "index.md").read_text()
+    assert "at cpu scale:" not in (docs / "mukherjee.md").read_text()

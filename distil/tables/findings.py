@@ -75,6 +75,11 @@ class Judgement:
         return sum(runs.values()) / 60
 
     @property
+    def explanation(self) -> str:
+        """The preset's reason this scale may not show the finding, where it is not reproduced."""
+        return "" if self.verdict == VERDICTS[0] else self.finding.explanation.get(self.scale, "")
+
+    @property
     def reason(self) -> str:
         """Why the verdict is what it is, where it is no comparison: the mechanism, or what is missing."""
         if self.verdict == NOT_COMPARABLE:
@@ -164,6 +169,7 @@ def block(found: list[Judgement], fmt: Callable[..., str]) -> str:
         lines.append(f"{i}. *{f.claim}*{cite}, {claim_text(f)}: **{judgement.verdict}**{reason}")
         lines += [f"   - {reading_text(r, fmt)}" for r in judgement.readings]
         lines += [f"   - scale probe: {f.probe}"] if f.probe else []
+        lines += [f"   - at {judgement.scale} scale: {judgement.explanation}"] if judgement.explanation else []
     return "\n".join(lines)
 
 
@@ -172,7 +178,7 @@ def record(preset: TablePreset, found: list[Judgement]) -> list[dict]:
     return [{"table": preset.name, "paper": preset.paper, "table_title": f"{preset.table}: {preset.title}",
              "claim": j.finding.claim, "section": j.finding.section, "relation": claim_text(j.finding),
              "headline": j.finding.headline, "scale": j.scale, "verdict": j.verdict, "reason": j.reason,
-             "minutes": round(j.minutes, 1), "probe": j.finding.probe,
+             "minutes": round(j.minutes, 1), "probe": j.finding.probe, "explanation": j.explanation,
              "readings": [{"group": r.group, "paper": list(r.paper), "ours": list(r.ours), "seeds": list(r.seeds),
                            "difference": None if r.difference is None else r.difference.estimate,
                            "low": None if r.difference is None else r.difference.low,

@@ -184,9 +184,10 @@ def _check_finding(preset: TablePreset, finding: Finding, where: str) -> None:
     if finding.probe is not None and finding.probe not in preset_files():
         raise DistilError(f"{where}: probe names table '{finding.probe}', which is not a preset "
                           f"(distil table --list); fix the preset")
-    scales = [s for s in finding.not_comparable if s not in SCALES]
-    if scales:
-        raise DistilError(f"{where}: not_comparable names scale '{scales[0]}'; choose from: {', '.join(SCALES)}")
+    for name, by_scale in (("not_comparable", finding.not_comparable), ("explanation", finding.explanation)):
+        scales = [s for s in by_scale if s not in SCALES]
+        if scales:
+            raise DistilError(f"{where}: {name} names scale '{scales[0]}'; choose from: {', '.join(SCALES)}")
     if finding.margin < 0 or (finding.margin and finding.relation != ">="):
         raise DistilError(f"{where}: margin {finding.margin} is how far below `worse` still reaches it: "
                           f"0 or more, and only with relation: '>='; fix the preset")

@@ -194,6 +194,21 @@ def by_finding(headline: list[dict]) -> str:
             f"of its claims; one not judged or not comparable is not reproduced): {summary}.")
 
 
+def not_reproduced(records: list[dict]) -> str:
+    """Each headline claim not reproduced, by finding: its verdict and why (what is missing, or the
+    mechanism), its scale probe, and the preset's explanation of what this scale lacks; '' if none."""
+    lines = []
+    for record in sorted((r for r in records if r["headline"] is not None and r["verdict"] != VERDICTS[0]),
+                         key=lambda r: r["headline"]):
+        probe = record.get("probe")
+        parts = [verdict_cell({**record, "probe": None})]
+        parts += [f"scale probe: [{probe}]({paper_of(probe)}.md)"] if probe else []
+        parts += [record["explanation"]] if record.get("explanation") else []
+        lines.append(f"- **{record['headline']}**, *{record['claim']}* ([{record['table']}]"
+                     f"({paper_of(record['table'])}.md)): " + ". ".join(parts))
+    return "\n".join(lines)
+
+
 def overview(records: list[dict], pages: dict[str, str], tables: list[dict] = ()) -> str:
     lines = ["# Findings overview", "", GENERATED, "",
              f"Each claim of the papers that a table here tests, judged by {RULE}. {LEGEND[0].upper()}{LEGEND[1:]}. "
@@ -201,6 +216,11 @@ def overview(records: list[dict], pages: dict[str, str], tables: list[dict] = ()
              "numbers are on the table's page.", ""]
     if any(r["headline"] is not None for r in records):
         lines += ["## Headline findings", "", headline_findings(records), ""]
+        missing = not_reproduced(records)
+        lines += ["### Where a headline finding is not reproduced yet", "",
+                  "Each claim not reproduced: why (what is missing, or its verdict), the scale probe that reads "
+                  "it against the variable the paper says drives it, and what this scale lacks.", "",
+                  missing, ""] if missing else []
     if tables:
         lines += ["## By table", "", "Each table or figure in one word: its findings' weakest verdict (reproduced, "
                   "consistent, differs, paper-scale only: the cpu scale lacks the mechanism), or without findings "

@@ -140,6 +140,9 @@ class Finding:
     # the table (a preset name) that reads the effect against the one variable the paper says drives it
     # (transfer size, pre-training steps, labels): where it appears at this scale, or that it never does
     probe: str | None = None
+    # scale -> why that scale may not show the finding (what it has less of than the paper, what the probe
+    # varies): shown under the finding wherever it is not reproduced. Names the mechanism, never our numbers
+    explanation: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
