@@ -260,18 +260,18 @@ def test_a_search_stops_when_the_code_changed_under_it(tmp_path, monkeypatch):
     study = optuna.create_study(directions=["maximize", "minimize"])
     trial = study.ask()
     choice = suggest(trial, preset)
-    ctx = types.SimpleNamespace(preset=preset, root=tmp_path, extra=(), say=lambda line: None)
+    ctx = types.SimpleNamespace(preset=preset, root=tmp_path, extra=(), say=lambda line: None, workers=None)
     monkeypatch.setattr(study_module, "finished_here", lambda root, key: None)
     # the trial's cell as the run would name it, without composing its config (a second a trial)
     monkeypatch.setattr(study_module, "cell_of", lambda preset, overrides, row: Cell(row, None, 1, [], "key"))
 
-    def refused(cell, root, extra=()):
+    def refused(cell, root, extra=(), workers=None):
         raise CodeChanged("the distil package changed since this command started")
 
     monkeypatch.setattr(study_module, "ensure_cell", refused)
     with pytest.raises(CodeChanged):
         study_module.run_trial(study, trial, choice, ctx)
-    monkeypatch.setattr(study_module, "ensure_cell", lambda cell, root, extra=(): "failed: out of memory")
+    monkeypatch.setattr(study_module, "ensure_cell", lambda cell, root, extra=(), workers=None: "failed: out of memory")
     second = study.ask()
     study_module.run_trial(study, second, suggest(second, preset), ctx)
     assert study.trials[1].state == optuna.trial.TrialState.FAIL

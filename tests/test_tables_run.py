@@ -355,7 +355,7 @@ def fake_cells(monkeypatch, name) -> list:
     """Cells that finish at once at 50% instead of running; the list of `name(cell)` of those run, in order."""
     ran = []
 
-    def fake_run(cell, root, extra=()):
+    def fake_run(cell, root, extra=(), workers=None):
         ran.append(name(cell))
         directory = root / "cells" / cell.key
         directory.mkdir(parents=True)
@@ -427,7 +427,7 @@ def test_a_finished_cell_is_recorded_and_a_fresh_machine_reads_it_instead_of_run
     hard, d1, d0 = expand(load_preset("tiny"), "cpu")
     ran = []
 
-    def fake_run(cell, root, extra=()):
+    def fake_run(cell, root, extra=(), workers=None):
         ran.append((root.name, cell.row))
         directory = root / "cells" / cell.key
         directory.mkdir(parents=True)
@@ -747,7 +747,7 @@ def test_jobs_runs_cells_at_once_each_once_on_a_share_of_the_cores(tmp_path, mon
     ran, running, most = [], set(), [0]
     guard = threading.Lock()
 
-    def fake_run(cell, root, extra=()):
+    def fake_run(cell, root, extra=(), workers=None):
         with guard:
             running.add(cell.key)
             most[0] = max(most[0], len(running))
@@ -806,3 +806,58 @@ def test_a_table_stops_before_a_cell_when_the_code_changed_under_it(tmp_path, mo
     assert err.splitlines()[-1] == (
         "distil table: error: the distil package changed since this command started (a checkout, pull or edit): a "
         "cell run now would be keyed by the old code; rerun the same command to go on (finished cells are kept)")
+
+
+FOREVER_CELL = """#!{python}
+import os, sys, time
+with open(os.environ["STARTED"], "a") as started:
+    started.write(f"{{os.getpid()}}\\n")
+time.sleep(120)
+"""
+
+
+def test_an_interrupt_stops_every_cell_of_a_parallel_table_and_no_worker_starts_another(tmp_path, monkeypatch):
+    """`distil table --jobs 2`: Ctrl-C (or SIGTERM) reaches the main thread alone, which used to wait while its
+    two workers went on through the table. Now both running cells are stopped (SIGTERM after the grace a
+    terminal's own Ctrl-C gets) and neither worker starts a third cell of the four."""
+    import sys
+    import threading
+    import time
+
+    script = tmp_path / "distil"
+    script.write_text(FOREVER_CELL.format(python=sys.executable))
+    script.chmod(0o755)
+    started = tmp_path / "started"
+    monkeypatch.setenv("STARTED", str(started))
+    monkeypatch.setattr(run, "console_script", lambda name: str(script))
+    monkeypatch.setattr(run, "INTERRUPT_GRACE_SECONDS", 0.2)  # the background cell gets no Ctrl-C of its own
+    cells = [Cell(row=f"r{i}", column=None, seed=1, overrides=[f"seed={i}"], key=f"k{i}") for i in range(4)]
+    preset = load_preset(PRESET_DIR / "tang-table1.yaml")
+
+    def ctrl_c(signum, frame):  # a signal of its own: a test worker may ignore SIGINT
+        raise KeyboardInterrupt
+
+    def interrupt_once_two_run() -> None:
+        while not started.exists() or len(started.read_text().split()) < 2:
+            time.sleep(0.05)
+        signal.pthread_kill(threading.main_thread().ident, signal.SIGUSR1)  # wakes the main thread's wait
+
+    previous = signal.signal(signal.SIGUSR1, ctrl_c)
+    threading.Thread(target=interrupt_once_two_run, daemon=True).start()
+    begun = time.monotonic()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            run.run_sweep(preset, cells, tmp_path / "outputs", jobs=2)
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
+    assert time.monotonic() - begun < 60  # not the cells' 120 s
+    pids = [int(pid) for pid in started.read_text().split()]
+    assert len(pids) == 2  # no third cell
+    for pid in pids:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)  # stopped and reaped
+    ended = [json.loads((tmp_path / "outputs" / "cells" / key / "metrics.json").read_text())["status"]
+             for key in ("k0", "k1")]
+    assert ended == ["failed: distil exited with code -15 without writing metrics.json (its output: "
+                     f"{tmp_path / 'outputs' / 'cells' / key / 'distil-table.log'})" for key in ("k0", "k1")]
+    assert not (tmp_path / "outputs" / "cells" / "k2").exists()

@@ -21,7 +21,6 @@ import socket
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -38,7 +37,7 @@ from distil.serve.student import SavedStudent
 from distil.store.admin import build_lock
 from distil.tables.cells import cell_dir, compose_cell, read_result
 from distil.tables.preset import Cell
-from distil.tables.run import CodeChanged, cell_lock, code_at_start, run_cell
+from distil.tables.run import CodeChanged, Workers, cell_lock, code_at_start, run_cell
 from distil.tables.timing import Timed, deployed_scores, texts_of
 
 STUDY_FILE = "study.db"
@@ -68,6 +67,7 @@ class Context:
     say: Callable[[str], None] = print
     # one timing at a time in a process: two trials timed at once would share the cores
     timing: threading.Lock = field(default_factory=threading.Lock)
+    workers: Workers | None = None  # with --jobs: an interrupt stops every trial's cell, and no worker asks again
 
 
 def open_study(preset: SearchPreset, search_dir: Path):
@@ -147,7 +147,7 @@ def finished_here(root: Path, key: str) -> dict | None:
     return metrics if error is None and (cell_dir(root, key) / "student").is_dir() else None
 
 
-def ensure_cell(cell: Cell, root: Path, extra: tuple[str, ...] = ()) -> str | None:
+def ensure_cell(cell: Cell, root: Path, extra: tuple[str, ...] = (), workers: Workers | None = None) -> str | None:
     """Train the cell unless it finished here; wait while another worker trains it. Its error, or None."""
     while True:
         if finished_here(root, cell.key) is not None:
@@ -156,7 +156,10 @@ def ensure_cell(cell: Cell, root: Path, extra: tuple[str, ...] = ()) -> str | No
             if ours:
                 if finished_here(root, cell.key) is not None:  # finished by another worker meanwhile
                     return None
-                return run_cell(cell, root, extra)[1]
+                error = run_cell(cell, root, extra, workers)[1]
+                if workers is not None:
+                    workers.check()  # interrupted, not failed: the trial stays running, to be queued again
+                return error
         time.sleep(WAIT_SECONDS)
 
 
@@ -200,7 +203,7 @@ def run_search(preset: SearchPreset, search_dir: Path, root: Path, jobs: int = 1
     ask = threading.Lock()
 
     def worker() -> None:
-        while True:
+        while ctx.workers is None or not ctx.workers.stopping.is_set():
             with ask:
                 for number in release_dead(study, storage):
                     say(f"trial {number}: its worker died; marked failed, its choices queued again")
@@ -215,9 +218,8 @@ def run_search(preset: SearchPreset, search_dir: Path, root: Path, jobs: int = 1
     if jobs <= 1:
         worker()
     else:
-        with ThreadPoolExecutor(max_workers=jobs) as pool:
-            for future in [pool.submit(worker) for _ in range(jobs)]:
-                future.result()
+        ctx.workers = Workers()
+        ctx.workers.run(jobs, worker)
     return study, ctx
 
 
@@ -278,7 +280,7 @@ def run_trial(study, trial, choice: Choice, ctx: Context) -> None:
             return
         ctx.say(f"{name}: " + (f"cell {cell.key} done (reused)" if finished_here(ctx.root, cell.key) is not None
                                else f"training cell {cell.key}"))
-        error = ensure_cell(cell, ctx.root, ctx.extra)
+        error = ensure_cell(cell, ctx.root, ctx.extra, ctx.workers)
         if error is not None:
             raise DistilError(f"its run failed: {error}")
         metrics = finished_here(ctx.root, cell.key)

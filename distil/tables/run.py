@@ -22,15 +22,18 @@ clone finds them done too.
 from __future__ import annotations
 
 import argparse  # run(args) reads the namespace distil/cli/table.py parses
+import contextlib
 import functools
 import os
 import shutil
 import signal
 import subprocess
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import TypeVar
 
 from rich.console import Console
 from rich.text import Text
@@ -57,8 +60,11 @@ from distil.tables.cells import (
 from distil.tables.load import cpu_estimate, load_preset, preset_files, presets
 from distil.tables.preset import BENCH_COMMANDS, SCALES, Cell, TablePreset, bench_csv, bench_record
 
+T = TypeVar("T")
+
 console = Console(highlight=False, soft_wrap=True)  # one line per cell, also in logs
 STOP_GRACE_SECONDS = 60  # a cell told to stop writes `failed: interrupted` and releases its locks first
+INTERRUPT_GRACE_SECONDS = 5  # how long a cell may take to stop on the Ctrl-C the terminal sent it too
 LOG_NAME = "distil-table.log"  # the cell's own output, beside Hydra's distil.log
 
 
@@ -87,9 +93,59 @@ def check_code_unchanged() -> None:
                           "(finished cells are kept)")
 
 
-def run_cell(cell: Cell, root: Path, extra: Sequence[str] = ()) -> tuple[str, str | None]:
+class Stopping(BaseException):
+    """Raised in a worker whose command is stopping, so no handler of errors (a search's failed trial)
+    takes its interrupted cell for a failure: it is left as an interrupt leaves it, to resume."""
+
+
+class Workers:
+    """Several workers of one command running cells at once (`distil table --jobs`, `distil search --jobs`).
+    An interrupt reaches the main thread alone (Ctrl-C, SIGTERM), and so does a worker's error once the
+    main thread reads it (CodeChanged); the main thread would then wait for the workers, which would go on
+    through the sweep. So on any of them every running cell is told to stop (it records `failed:
+    interrupted`, resumable) and `stopping` keeps every worker from starting another."""
+
+    def __init__(self) -> None:
+        self.stopping = threading.Event()
+        self._cells: set[subprocess.Popen] = set()
+        self._lock = threading.Lock()
+
+    @contextlib.contextmanager
+    def running(self, process: subprocess.Popen) -> Iterator[None]:
+        with self._lock:
+            self._cells.add(process)
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._cells.discard(process)
+
+    def check(self) -> None:
+        """Stop this worker (Stopping) when its command is stopping."""
+        if self.stopping.is_set():
+            raise Stopping()
+
+    def run(self, jobs: int, work: Callable[[], T]) -> list[T]:
+        """`work` in `jobs` threads; their results. On an interrupt or a worker's error: stop, then raise."""
+        pool = ThreadPoolExecutor(max_workers=jobs)
+        futures = [pool.submit(work) for _ in range(jobs)]
+        try:
+            return [future.result() for future in futures]
+        except BaseException:
+            self.stopping.set()
+            with self._lock:
+                cells = list(self._cells)
+            stop(*cells)
+            raise
+        finally:
+            pool.shutdown(wait=True)
+
+
+def run_cell(cell: Cell, root: Path, extra: Sequence[str] = (),
+             workers: Workers | None = None) -> tuple[str, str | None]:
     """Run one cell to its end; (how it ended, error or None). Its metrics.json always says why.
     `extra`: overrides that change no result (NOT_RESULT, e.g. trainer.threads), so not the key's.
+    `workers`: the command's, when several run cells at once (their interrupt stops this one too).
     Refuses to start when the code changed since the command started (check_code_unchanged)."""
     check_code_unchanged()
     directory = cell_dir(root, cell.key)
@@ -101,7 +157,8 @@ def run_cell(cell: Cell, root: Path, extra: Sequence[str] = ()) -> tuple[str, st
         # the cell stops (interrupted, resumable) if this process dies, even by kill -9
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=child_environment())
         try:
-            code = process.wait()
+            with workers.running(process) if workers is not None else contextlib.nullcontext():
+                code = process.wait()
         except BaseException:  # Ctrl-C or SIGTERM: let the cell record `failed: interrupted` first
             stop(process)
             raise
@@ -113,17 +170,23 @@ def run_cell(cell: Cell, root: Path, extra: Sequence[str] = ()) -> tuple[str, st
     return ("done" if error is None else error), error
 
 
-def stop(process: subprocess.Popen) -> None:
-    """The terminal's Ctrl-C reaches the cell too; if it is still running a moment later, tell it (with
-    SIGTERM: a process started in the background may ignore SIGINT, and `distil` handles both alike)."""
-    for send in (None, signal.SIGTERM, signal.SIGKILL):
-        if send is not None:
-            process.send_signal(send)
-        try:
-            process.wait(timeout=5 if send is None else STOP_GRACE_SECONDS)
+def stop(*processes: subprocess.Popen) -> None:
+    """The terminal's Ctrl-C reaches the cells too; those still running a moment later are told (with
+    SIGTERM: a process started in the background ignores SIGINT, and `distil` handles both alike), then
+    killed. All at once: each step waits for them together."""
+    for send, grace in ((None, INTERRUPT_GRACE_SECONDS), (signal.SIGTERM, STOP_GRACE_SECONDS),
+                        (signal.SIGKILL, STOP_GRACE_SECONDS)):
+        alive = [process for process in processes if process.poll() is None]
+        if not alive:
             return
-        except subprocess.TimeoutExpired:
-            continue
+        for process in alive if send is not None else ():
+            process.send_signal(send)
+        deadline = time.monotonic() + grace
+        for process in alive:
+            try:
+                process.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                continue
 
 
 def run_label(preset: TablePreset, cell: Cell) -> str:
@@ -148,16 +211,19 @@ def run_sweep(preset: TablePreset, cells: list[Cell], root: Path, jobs: int = 1)
     runs = runs_of(cells)
     if jobs <= 1:
         return sweep_worker(preset, runs, root)
-    extra = [f"trainer.threads={share_of_cores(jobs)}"]
-    with ThreadPoolExecutor(max_workers=jobs) as pool:
-        workers = [pool.submit(sweep_worker, preset, runs, root, extra) for _ in range(jobs)]
-        return [failure for worker in workers for failure in worker.result()]
+    extra, workers = [f"trainer.threads={share_of_cores(jobs)}"], Workers()
+    found = workers.run(jobs, lambda: sweep_worker(preset, runs, root, extra, workers))
+    return [failure for failures in found for failure in failures]
 
 
-def sweep_worker(preset: TablePreset, runs: list[Cell], root: Path, extra: Sequence[str] = ()) -> list[str]:
-    """One worker's pass over a table's cells: it runs every cell not done and not held by another."""
+def sweep_worker(preset: TablePreset, runs: list[Cell], root: Path, extra: Sequence[str] = (),
+                 workers: Workers | None = None) -> list[str]:
+    """One worker's pass over a table's cells: it runs every cell not done and not held by another, and
+    starts none once its command is stopping."""
     failed = []
     for i, cell in enumerate(runs, 1):
+        if workers is not None and workers.stopping.is_set():
+            break
         name = f"cell {i}/{len(runs)} {preset.name} {run_label(preset, cell)}: "
         if result_of(root, cell.key).error is None:  # done, here, by another table or on another machine
             show(name, "skipped (done)", "dim")
@@ -171,7 +237,7 @@ def sweep_worker(preset: TablePreset, runs: list[Cell], root: Path, extra: Seque
                 continue
             show(name, "running", "blue")
             start = time.monotonic()
-            ended, error = run_cell(cell, root, extra)
+            ended, error = run_cell(cell, root, extra, workers)
         if error is None:
             show(name, f"done in {duration(time.monotonic() - start)}", "green")
         else:
