@@ -134,11 +134,11 @@ def test_mukherjee_table6_paper_scale_labels_every_imdb_training_review_and_read
             assert cfg.transfer_size.source == "file"
 
 
-@pytest.mark.parametrize("name", ["mukherjee-table10", "mukherjee-table12"])
+@pytest.mark.parametrize("name", ["mukherjee-table8", "mukherjee-table10", "mukherjee-table12"])
 @pytest.mark.parametrize("scale", ["cpu", "paper"])
 def test_mukherjee_wordpiece_students_keep_the_teachers_whole_vocabulary(name, scale):
     """M&A §6 (Table 7): "wordpiece tokenization with 30K fixed vocabulary size": the wordpiece students
-    of Tables 10 and 12 (with and without distillation, every schedule) keep every teacher wordpiece, not
+    of Tables 8, 10 and 12 (with and without distillation, every schedule) keep every teacher wordpiece, not
     the trimmed table that student=bilstm defaults to; Table 10's RNN reads words, its own vocabulary."""
     cells = composed_cells(name, scale)
     for (row, column), cfg in cells.items():
