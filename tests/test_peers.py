@@ -147,6 +147,8 @@ def test_a_logits_peer_regresses_the_teachers_cached_logits_on_labeled_and_trans
             pass
 
     monkeypatch.setattr(train, "make_peer", lambda name, seed, source: Recording())
+    # the recording peer reads no pre-trained model, so debug=smoke's random teacher may serve it
+    monkeypatch.setattr("distil.run.plan.check_peer_teacher", lambda cfg, teacher_cfg: None)
     code, _, err = distil_in_process(["debug=smoke", "student=peer-model2vec-logits"], tmp_path, monkeypatch, capsys)
     assert code == 0, err
     cache = next((tmp_path / "outputs" / "cache" / "targets").iterdir())
@@ -189,7 +191,11 @@ def test_model2vec_regressed_on_logits_predicts_their_softmax_and_reloads_identi
     (["student=peer-tfidf", "student.targets=logits"],
      "student.targets=logits regresses the teacher's logits, and student.peer=tfidf fits class ids only: use "
      "student.targets=teacher (its argmax), or a peer that regresses (model2vec)"),
-], ids=["pairs", "unknown-peer", "unknown-targets", "logits-without-regression"])
+    (["student=peer-model2vec-logits"],
+     "student=peer-model2vec-logits starts from the teacher's pre-trained model, and teacher 'tiny' is randomly "
+     "initialised (name_or_path: random): use a pre-trained teacher (e.g. teacher=minilm), or a peer that reads "
+     "none (student=peer-tfidf)"),
+], ids=["pairs", "unknown-peer", "unknown-targets", "logits-without-regression", "no-pretrained-teacher"])
 def test_a_peer_that_cannot_run_is_one_line(tmp_path, monkeypatch, capsys, args, message):
     from tests.test_errors import one_line_error
 

@@ -20,6 +20,6 @@ argmax, the cheap way to distil into them). scikit-learn is a dependency; the ot
 
 from __future__ import annotations
 
-from distil.peers.base import PEERS, Peer, check_peer, is_peer, load_peer
+from distil.peers.base import PEERS, Peer, check_peer, check_peer_teacher, is_peer, load_peer
 
-__all__ = ["PEERS", "Peer", "check_peer", "is_peer", "load_peer"]
+__all__ = ["PEERS", "Peer", "check_peer", "check_peer_teacher", "is_peer", "load_peer"]

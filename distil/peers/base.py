@@ -80,6 +80,15 @@ def check_peer(cfg, task) -> None:
     check_regresses(cfg.peer, cfg.targets)
 
 
+def check_peer_teacher(cfg, teacher_cfg) -> None:
+    """model2vec and SetFit start from the teacher's pre-trained model: a randomly initialised teacher
+    (name_or_path: random, debug=smoke's) has none to start from."""
+    if getattr(peer_class(cfg.peer or ""), "READS_TEACHER_MODEL", False) and teacher_cfg.name_or_path == "random":
+        raise DistilError(f"student={cfg.name} starts from the teacher's pre-trained model, and teacher "
+                          f"'{teacher_cfg.name}' is randomly initialised (name_or_path: random): use a pre-trained "
+                          f"teacher (e.g. teacher=minilm), or a peer that reads none (student=peer-tfidf)")
+
+
 def check_regresses(name: str, targets: str) -> None:
     """student.targets=logits needs a peer with a regression head."""
     if targets == "logits" and name not in REGRESS_LOGITS:

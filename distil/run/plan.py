@@ -22,7 +22,7 @@ from distil.config.schema import (
     without_defaults,
 )
 from distil.errors import DistilError, check_choice
-from distil.peers import check_peer, is_peer
+from distil.peers import check_peer, check_peer_teacher, is_peer
 from distil.pretrain.mlm import check_pretrain
 from distil.pretrain.sra import check_agnostic
 from distil.run.schedule import needs_teacher_hidden, validate_schedule
@@ -82,7 +82,9 @@ def plan_run(cfg: Config) -> RunPlan:
         check_layer(cfg.teacher)
     peer = is_peer(cfg.student)
     (check_peer if peer else check_student)(cfg.student, task)
-    if not peer:
+    if peer:
+        check_peer_teacher(cfg.student, cfg.teacher)
+    else:
         check_student_init(cfg.schedule.student_init, cfg.student)
     check_augment(cfg.augment, task, cfg.dataset)
     if with_hidden and not peer:
