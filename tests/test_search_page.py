@@ -117,7 +117,7 @@ def test_the_page_shows_a_recorded_search_and_its_verdicts_against_the_frontier(
         "**1 at least as accurate, 1 within the spread, 1 below, 1 not run.**",
         # the shipped SST-2 preset names a frontier table and is not recorded here
         "## sst2",
-        "Not run yet: `distil search sst2 --record` (~400 minutes on 2 cores, the preset's estimate; rerun the same "
+        "Not run yet: `distil search sst2 --record` (~45 minutes on 2 cores, the preset's estimate; rerun the same "
         "command to resume it), then `make results`.",
     ]:
         assert line in lines, line
