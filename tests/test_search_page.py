@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from distil.search.against_frontier import FrontierRow, compare
+from distil.search.against_frontier import FrontierRow, compare, summary
 from distil.search.page import write_search_page
 
 FAMILIES = ["static", "bilstm", "transformer"]
@@ -53,6 +53,14 @@ def test_each_frontier_row_gets_the_best_dev_student_at_or_below_its_latency_and
         "the search never trained student=transformer-tiny: the space's families are static, bilstm, transformer",
         "the search never trained this configuration of static (its family is in the space)",
         "not timed yet"]
+    assert [v.cause for v in verdicts if v.verdict == "below"] == [
+        "slower than the search's latency limit", "another tool's model", "faster than any student the search trained",
+        "the row's own run, not chosen on dev", "a configuration the search never tried",
+        "a configuration the search never tried"]
+    assert summary(verdicts) == (
+        "1 at least as accurate, 1 within the spread, 6 below (1 slower than the search's latency limit; 1 another "
+        "tool's model; 1 faster than any student the search trained; 1 the row's own run, not chosen on dev; 2 a "
+        "configuration the search never tried), 2 not run")
 
 
 def record_dir(root, frontier: str | None = "frontier-sst2"):
@@ -114,7 +122,8 @@ def test_the_page_shows_a_recorded_search_and_its_verdicts_against_the_frontier(
         "![distil search handmade](figures/search-handmade.png)",
         "Trial 2: static student.embedding_dim=32 (eager), dev accuracy 0.8300, test 0.8300, 0.500 ms per text, "
         "1.00 MB. The search leaves it in its directory's `best/` (`outputs/search/handmade/best` by default).",
-        "**1 at least as accurate, 1 within the spread, 1 below, 1 not run.**",
+        "**1 at least as accurate, 1 within the spread, 1 below (1 another tool's model), 1 not "
+        "run.**",
         # the shipped SST-2 preset names a frontier table and is not recorded here
         "## sst2",
         "Not run yet: `distil search sst2 --record` (~45 minutes on 2 cores, the preset's estimate; rerun the same "

@@ -35,6 +35,10 @@ from distil.search.pareto import best_within
 from distil.tables.significance import Difference, t_quantile
 
 AT_LEAST, WITHIN, BELOW, NOT_RUN = "at least as accurate", "within the spread", "below", "not run"
+# why a row is below, in a few words: the page's summary line counts the rows below by these
+TOO_FAST, OVER_LIMIT, PEER, NOT_CHOSEN, NOT_TRIED = (
+    "faster than any student the search trained", "slower than the search's latency limit",
+    "another tool's model", "the row's own run, not chosen on dev", "a configuration the search never tried")
 
 
 @dataclass
@@ -55,6 +59,7 @@ class Verdict:
     row: FrontierRow
     verdict: str
     reason: str = ""
+    cause: str = ""  # below: why, in a few words (TOO_FAST, OVER_LIMIT, ...)
     student: dict | None = None  # the search's Pareto row compared (trial, student, backend, dev, test, latency)
     difference: Difference | None = None  # the student's test minus the row's mean, with the row's interval
 
@@ -84,7 +89,7 @@ def compare(rows: Sequence[FrontierRow], pareto: Sequence[dict], trials: Sequenc
         if best is None:
             fastest = min((p["latency"] for p in pareto), default=None)
             verdicts.append(Verdict(row, BELOW, "no student of the search is this fast" + (
-                f" (its fastest: {fastest:.3g})" if fastest is not None else " (no finished trial)")))
+                f" (its fastest: {fastest:.3g})" if fastest is not None else " (no finished trial)"), TOO_FAST))
             continue
         student = pareto[best]
         difference = prediction_interval(row.values, student["test"])
@@ -94,26 +99,44 @@ def compare(rows: Sequence[FrontierRow], pareto: Sequence[dict], trials: Sequenc
             verdict = WITHIN
         else:
             verdict = BELOW
-        reason = why_below(row, student, trials, families, max_latency_ms) if verdict == BELOW else ""
-        verdicts.append(Verdict(row, verdict, reason, student, difference))
+        cause, reason = why_below(row, student, trials, families, max_latency_ms) if verdict == BELOW else ("", "")
+        verdicts.append(Verdict(row, verdict, reason, cause, student, difference))
     return verdicts
 
 
 def why_below(row: FrontierRow, student: dict, trials: Sequence[dict], families: Sequence[str],
-              max_latency_ms: float | None) -> str:
-    """What the search lacked where it is below a row, read from the row and the search's trials."""
+              max_latency_ms: float | None) -> tuple[str, str]:
+    """What the search lacked where it is below a row, read from the row and the search's trials: (its
+    cause in a few words, the reason in full)."""
     one = "; the row has one seed: by its mean, no spread" if len(row.values) < 2 else ""
     if row.peer:
-        return f"a peer (another tool's model): not in the search's space{one}"
+        return PEER, f"a peer (another tool's model): not in the search's space{one}"
     if max_latency_ms is not None and row.ms is not None and row.ms > max_latency_ms:
-        return (f"the row runs at {row.ms:.3g} ms, over the search's latency limit ({max_latency_ms:g} ms): nothing "
-                f"over it trains, so the students compared are all predicted under it{one}")
+        return OVER_LIMIT, (f"the row runs at {row.ms:.3g} ms, over the search's latency limit "
+                            f"({max_latency_ms:g} ms): nothing over it trains, so the students compared are all "
+                            f"predicted under it{one}")
     same = [t for t in trials if row.run is not None and (t["cell"], t["backend"]) == row.run]
     if same and same[0]["trial"] == student["trial"]:
-        return f"the search chose this row's own run (trial {student['trial']}): its one seed is under the row's{one}"
+        return NOT_CHOSEN, (f"the search chose this row's own run (trial {student['trial']}): its one seed is under "
+                            f"the row's{one}")
     if same:
-        return (f"the search trained this row's own run (trial {same[0]['trial']}, dev {same[0]['dev']:.4f}) and chose "
-                f"trial {student['trial']} on dev ({student['dev']:.4f}): one seed each, selected on dev{one}")
+        return NOT_CHOSEN, (f"the search trained this row's own run (trial {same[0]['trial']}, dev "
+                            f"{same[0]['dev']:.4f}) and chose trial {student['trial']} on dev ({student['dev']:.4f}): "
+                            f"one seed each, selected on dev{one}")
     if row.student in families:
-        return f"the search never trained this configuration of {row.student} (its family is in the space){one}"
-    return f"the search never trained student={row.student}: the space's families are {', '.join(families)}{one}"
+        return NOT_TRIED, (f"the search never trained this configuration of {row.student} (its family is in the "
+                           f"space){one}")
+    return NOT_TRIED, (f"the search never trained student={row.student}: the space's families are "
+                       f"{', '.join(families)}{one}")
+
+
+def summary(verdicts: Sequence[Verdict]) -> str:
+    """The count of each verdict, the rows below grouped by cause: "3 at least as accurate, 1 below (1
+    faster than any student the search trained)"."""
+    parts = []
+    for verdict in (AT_LEAST, WITHIN, BELOW, NOT_RUN):
+        if n := sum(v.verdict == verdict for v in verdicts):
+            causes = [v.cause for v in verdicts if v.verdict == verdict and v.cause]
+            why = "; ".join(f"{causes.count(cause)} {cause}" for cause in dict.fromkeys(causes))
+            parts.append(f"{n} {verdict}" + (f" ({why})" if why else ""))
+    return ", ".join(parts)

@@ -19,7 +19,7 @@ from pathlib import Path
 from distil.common.atomic import write_atomic
 from distil.common.markdown import to_markdown
 from distil.common.provenance import measured_on
-from distil.search.against_frontier import AT_LEAST, BELOW, NOT_RUN, WITHIN, FrontierRow, Verdict, compare
+from distil.search.against_frontier import FrontierRow, Verdict, compare, summary
 from distil.search.frontier_runs import RATIO, frontier_rows
 from distil.search.preset import PRESET_DIR, load_search
 from distil.search.record import FILES, RECORD
@@ -186,14 +186,13 @@ def frontier_section(record: dict, folder: Path, pareto, frontier: Frontier) -> 
     where = ("as a ratio to the search's reference student, a row of the table: the frontier's timing run and the "
              "search both time against it, so the machine's speed cancels" if unit == RATIO else
              "in ms per text, from two timing runs: the search's reference is not a row of the table")
-    said = ", ".join(f"{n} {v}" for v in (AT_LEAST, WITHIN, BELOW, NOT_RUN)
-                     if (n := sum(x.verdict == v for x in verdicts)))
     return head + [
         f"For each row of {table}, at that row's latency ({where}), the search's best dev-selected Pareto student "
         f"at or below it, its test {metric} against the row's mean over its seeds. A trial is one run at one seed, so "
         f"it is read as one more run of the row: *within the spread* is inside the row's 95% prediction interval for "
         f"a single run, mean ± t(0.975, n-1) · s · sqrt(1 + 1/n). Scores ×100.", "",
-        f"**{said}.**", "", to_markdown(verdict_frame(verdicts, unit), index=False, disable_numparse=True), ""]
+        f"**{summary(verdicts)}.**", "",
+        to_markdown(verdict_frame(verdicts, unit), index=False, disable_numparse=True), ""]
 
 
 def verdict_frame(verdicts: list[Verdict], unit: str):
