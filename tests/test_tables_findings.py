@@ -135,3 +135,31 @@ def test_a_finding_reports_the_cpu_minutes_of_the_runs_it_reads_each_run_once(tm
     preset = table(Finding(claim="soft beats hard", better="soft", worse="hard", groups=["SST-2"]))
     _, record = findings_of(tmp_path, preset, cells)
     assert record[0]["minutes"] == 21.0
+
+
+def test_a_claim_short_of_runs_names_the_command_that_judges_it_and_its_cost_at_its_runs_pace(tmp_path):
+    """The group nearest a verdict (AG: two seeds a side, where IMDB has none) and the minutes its two
+    missing runs take at the pace of its four (60, 120, 180, 240 s: 2.5 minutes a run)."""
+    cells = [run("AG", c, s, 0.9) for c in COLUMNS for s in (1, 2)] + [run("SST-2", "soft", 1, 0.8)]
+    for cell, seconds in zip(cells, (60, 120, 180, 240), strict=False):
+        cell.metrics["seconds"] = seconds
+    text, record = findings_of(tmp_path, table(SOFT), cells)
+    assert record[0]["verdict"] == "not judged"
+    assert record[0]["to_judge"] == ["distil table mukherjee-table8 --only AG --only soft --only hard", 5]
+    assert ("   - to judge it: `distil table mukherjee-table8 --only AG --only soft --only hard` (~5 CPU minutes at "
+            "the pace of its runs so far, besides any teacher or pre-trained student a new seed builds)"
+            ) in text.splitlines()
+    # a label with a space is quoted; with no run yet, no pace
+    spaced = Finding(claim="x", better="soft", worse="hard", groups=["SST-2 (low)"])
+    preset = table(spaced)
+    preset.rows.append(Axis("SST-2 (low)"))
+    _, record = findings_of(tmp_path, preset, CELLS)
+    assert record[0]["to_judge"] == ["distil table mukherjee-table8 --only 'SST-2 (low)' --only soft --only hard",
+                                     None]
+    # judged, or short only of a run that still improves: nothing to run
+    _, record = findings_of(tmp_path, table(SOFT), CELLS)
+    assert record[0]["to_judge"] is None
+    improving = [c for c in CELLS if c.row == "SST-2"][:-1] + [run("SST-2", "hard", 3, 0.772, improving=True)]
+    _, record = findings_of(tmp_path, table(Finding(claim="y", better="soft", worse="hard", groups=["SST-2"])),
+                            improving)
+    assert (record[0]["verdict"], record[0]["to_judge"]) == ("not judged", None)

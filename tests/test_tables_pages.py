@@ -108,3 +108,18 @@ def test_a_headline_claim_not_reproduced_is_listed_with_why_its_probe_and_what_t
     write_pages(tables, docs)
     assert "not reproduced yet" not in (docs / "index.md").read_text()
     assert "at cpu scale:" not in (docs / "mukherjee.md").read_text()
+
+
+def test_a_headline_claim_short_of_runs_says_on_the_overview_what_runs_it(tmp_path):
+    from tests.test_tables_findings import COLUMNS, run
+
+    tables, docs = tmp_path / "tables", tmp_path / "results"
+    cells = [run("AG", c, s, 0.9) for c in COLUMNS for s in (1, 2)]
+    for cell in cells:
+        cell.metrics["seconds"] = 150
+    write_table(table(SOFT.__class__(**{**SOFT.__dict__, "headline": 2})), cells, tables)
+    write_pages(tables, docs)
+    assert ("- **2**, *soft distillation beats hard distillation* ([mukherjee-table8](mukherjee.md)): **not judged**: "
+            "not run; fewer than 3 seeds. To judge it: `distil table mukherjee-table8 --only AG --only soft --only "
+            "hard` (~5 CPU minutes at the pace of its runs so far, besides any teacher or pre-trained student a new "
+            "seed builds)\n") in (docs / "index.md").read_text()

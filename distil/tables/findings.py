@@ -23,6 +23,7 @@ verdict is computed here from the recorded cells and never written by hand.
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -33,6 +34,7 @@ MIN_SEEDS = 3
 VERDICTS = ("reproduced", "consistent", "inconclusive", "contradicts")  # best first
 NOT_JUDGED, NOT_COMPARABLE = "not judged", "not comparable"
 RANKED = (*VERDICTS, NOT_COMPARABLE, NOT_JUDGED)  # best first: a finding over several claims takes the last
+WANTING = ("not run", f"fewer than {MIN_SEEDS} seeds")  # a reading's `why` that more runs answer
 RULE = (f"Welch's t-test at {CONFIDENCE:.0%} on the seeds, each side at least {MIN_SEEDS} seeds and no run "
         "stopped still improving")
 LEGEND = ("reproduced: the paper's direction, significant; consistent: the paper's direction, not significant; "
@@ -60,6 +62,7 @@ class Judgement:
     finding: Finding
     scale: str
     readings: list[Reading] = field(default_factory=list)
+    table: str = ""  # the preset's name, for the command that judges the claim
 
     @property
     def verdict(self) -> str:
@@ -89,6 +92,25 @@ class Judgement:
         return ""
 
 
+    @property
+    def to_judge(self) -> tuple[str, float | None] | None:
+        """For a claim not judged for want of runs: the `distil table` command that runs the cells of
+        the group nearest to a verdict (the most seeds on its thinner side, then the first), and its
+        CPU minutes at the pace of that group's runs so far (None: none ran); None otherwise."""
+        if self.verdict != NOT_JUDGED or self.finding.not_comparable.get(self.scale):
+            return None
+        wanting = [r for r in self.readings if r.why in WANTING]
+        if not wanting:
+            return None  # runs still improving: a budget to raise, not runs to add
+        nearest = max(wanting, key=lambda r: (min(r.seeds), sum(r.seeds), -wanting.index(r)))
+        labels = [nearest.group] if nearest.group is not None else []
+        command = " ".join(["distil table", self.table, *(f"--only {shlex.quote(label)}" for label in
+                                                           [*labels, self.finding.better, self.finding.worse])])
+        missing = sum(max(0, MIN_SEEDS - seeds) for seeds in nearest.seeds)
+        pace = sum(nearest.runs.values()) / len(nearest.runs) / 60 if nearest.runs else None
+        return command, None if pace is None else missing * pace
+
+
 def verdict_of(difference: Difference) -> str:
     """The verdict of one judged difference (the margin already added)."""
     if difference.significant:
@@ -106,7 +128,7 @@ def judge(preset: TablePreset, finding: Finding, grid: dict, scale: str,
     def at(member: str, group: str | None) -> tuple[str, str | None]:
         return (member, group) if by_rows else (group, member)
 
-    judgement = Judgement(finding, scale)
+    judgement = Judgement(finding, scale, table=preset.name)
     for group in groups:
         a, b = grid.get(at(finding.better, group)), grid.get(at(finding.worse, group))
         paper = (paper_value(preset, *at(finding.better, group)), paper_value(preset, *at(finding.worse, group)))
@@ -170,7 +192,20 @@ def block(found: list[Judgement], fmt: Callable[..., str]) -> str:
         lines += [f"   - {reading_text(r, fmt)}" for r in judgement.readings]
         lines += [f"   - scale probe: {f.probe}"] if f.probe else []
         lines += [f"   - at {judgement.scale} scale: {judgement.explanation}"] if judgement.explanation else []
+        lines += [f"   - to judge it: {to_judge_text(judgement.to_judge)}"] if judgement.to_judge else []
     return "\n".join(lines)
+
+
+def to_judge_text(to_judge: tuple[str, float | None]) -> str:
+    """"`distil table ...` (~12 CPU minutes at the pace of its runs so far, ...)", or without a run to time
+    it by, the command and where its cost is."""
+    command, minutes = to_judge
+    # a run's seconds leave out what it read from the cache (a teacher, a pre-trained student), which a new
+    # seed may have to build: the pace says so rather than pass for the whole cost
+    cost = (f"~{minutes:.0f} CPU minutes at the pace of its runs so far, besides any teacher or pre-trained "
+            "student a new seed builds" if minutes is not None
+            else "none of its runs has run yet: its preset's first line estimates the table")
+    return f"`{command}` ({cost})"
 
 
 def record(preset: TablePreset, found: list[Judgement]) -> list[dict]:
@@ -179,6 +214,7 @@ def record(preset: TablePreset, found: list[Judgement]) -> list[dict]:
              "claim": j.finding.claim, "section": j.finding.section, "relation": claim_text(j.finding),
              "headline": j.finding.headline, "scale": j.scale, "verdict": j.verdict, "reason": j.reason,
              "minutes": round(j.minutes, 1), "probe": j.finding.probe, "explanation": j.explanation,
+             "to_judge": j.to_judge and [j.to_judge[0], None if j.to_judge[1] is None else round(j.to_judge[1])],
              "readings": [{"group": r.group, "paper": list(r.paper), "ours": list(r.ours), "seeds": list(r.seeds),
                            "difference": None if r.difference is None else r.difference.estimate,
                            "low": None if r.difference is None else r.difference.low,

@@ -22,7 +22,7 @@ from distil.common.atomic import write_atomic
 from distil.common.markdown import to_markdown
 from distil.common.provenance import measured_on
 from distil.tables import ledger
-from distil.tables.findings import LEGEND, NOT_COMPARABLE, NOT_JUDGED, RANKED, RULE, VERDICTS
+from distil.tables.findings import LEGEND, NOT_COMPARABLE, NOT_JUDGED, RANKED, RULE, VERDICTS, to_judge_text
 
 TABLE_MARK = "<!-- table: "
 FIGURES = "figures"
@@ -204,6 +204,7 @@ def not_reproduced(records: list[dict]) -> str:
         parts = [verdict_cell({**record, "probe": None})]
         parts += [f"scale probe: [{probe}]({paper_of(probe)}.md)"] if probe else []
         parts += [record["explanation"]] if record.get("explanation") else []
+        parts += [f"To judge it: {to_judge_text(record['to_judge'])}"] if record.get("to_judge") else []
         lines.append(f"- **{record['headline']}**, *{record['claim']}* ([{record['table']}]"
                      f"({paper_of(record['table'])}.md)): " + ". ".join(parts))
     return "\n".join(lines)
