@@ -156,6 +156,10 @@ def test_a_claim_short_of_runs_names_the_command_that_judges_it_and_its_cost_at_
     _, record = findings_of(tmp_path, preset, CELLS)
     assert record[0]["to_judge"] == ["distil table mukherjee-table8 --only 'SST-2 (low)' --only soft --only hard",
                                      None]
+    # a group that is no row or column (a curve's epoch, where rows come from the runs) gets no --only
+    _, record = findings_of(tmp_path, table(Finding(claim="z", better="soft", worse="hard", groups=["epoch 1"])),
+                            CELLS)
+    assert record[0]["to_judge"] == ["distil table mukherjee-table8 --only soft --only hard", None]
     # judged, or short only of a run that still improves: nothing to run
     _, record = findings_of(tmp_path, table(SOFT), CELLS)
     assert record[0]["to_judge"] is None

@@ -63,6 +63,7 @@ class Judgement:
     scale: str
     readings: list[Reading] = field(default_factory=list)
     table: str = ""  # the preset's name, for the command that judges the claim
+    labels: frozenset[str] = frozenset()  # its rows' and columns' labels: what `--only` names
 
     @property
     def verdict(self) -> str:
@@ -103,9 +104,10 @@ class Judgement:
         if not wanting:
             return None  # runs still improving: a budget to raise, not runs to add
         nearest = max(wanting, key=lambda r: (min(r.seeds), sum(r.seeds), -wanting.index(r)))
-        labels = [nearest.group] if nearest.group is not None else []
+        # a group that is no row or column (a curve's epoch, rows_from) is every run's: no --only for it
+        group = [nearest.group] if nearest.group in self.labels else []
         command = " ".join(["distil table", self.table, *(f"--only {shlex.quote(label)}" for label in
-                                                           [*labels, self.finding.better, self.finding.worse])])
+                                                           [*group, self.finding.better, self.finding.worse])])
         missing = sum(max(0, MIN_SEEDS - seeds) for seeds in nearest.seeds)
         pace = sum(nearest.runs.values()) / len(nearest.runs) / 60 if nearest.runs else None
         return command, None if pace is None else missing * pace
@@ -128,7 +130,8 @@ def judge(preset: TablePreset, finding: Finding, grid: dict, scale: str,
     def at(member: str, group: str | None) -> tuple[str, str | None]:
         return (member, group) if by_rows else (group, member)
 
-    judgement = Judgement(finding, scale, table=preset.name)
+    judgement = Judgement(finding, scale, table=preset.name,
+                          labels=frozenset(axis.label for axis in [*preset.rows, *preset.columns]))
     for group in groups:
         a, b = grid.get(at(finding.better, group)), grid.get(at(finding.worse, group))
         paper = (paper_value(preset, *at(finding.better, group)), paper_value(preset, *at(finding.worse, group)))
