@@ -123,3 +123,20 @@ def test_a_headline_claim_short_of_runs_says_on_the_overview_what_runs_it(tmp_pa
             "not run; fewer than 3 seeds. To judge it: `distil table mukherjee-table8 --only AG --only soft --only "
             "hard` (~5 CPU minutes at the pace of its runs so far, besides any teacher or pre-trained student a new "
             "seed builds)\n") in (docs / "index.md").read_text()
+
+
+def test_every_command_the_committed_overview_gives_to_judge_a_claim_names_its_tables_rows_and_columns():
+    """What `distil table` checks of --only before it runs anything, for each command on the overview."""
+    import shlex
+    from pathlib import Path
+
+    from distil.tables.load import load_preset
+    from distil.tables.run import named_axes
+
+    index = (Path(__file__).parents[1] / "docs" / "results" / "index.md").read_text()
+    commands = re.findall(r"To judge it: `(distil table [^`]+)`", index)
+    for command in commands:
+        words = shlex.split(command)
+        labels = [words[i + 1] for i, word in enumerate(words) if word == "--only"]
+        rows, columns = named_axes(load_preset(words[2]), labels)
+        assert len(rows) + len(columns) == len(labels), command
