@@ -139,7 +139,7 @@ def test_a_finding_reports_the_cpu_minutes_of_the_runs_it_reads_each_run_once(tm
 
 def test_a_claim_short_of_runs_names_the_command_that_judges_it_and_its_cost_at_its_runs_pace(tmp_path):
     """The group nearest a verdict (AG: two seeds a side, where IMDB has none) and the minutes its two
-    missing runs take at the pace of its four (60, 120, 180, 240 s: 2.5 minutes a run)."""
+    missing runs take, each at its side's pace (hard 60 and 120 s, soft 180 and 240 s: 90 + 210 s)."""
     cells = [run("AG", c, s, 0.9) for c in COLUMNS for s in (1, 2)] + [run("SST-2", "soft", 1, 0.8)]
     for cell, seconds in zip(cells, (60, 120, 180, 240), strict=False):
         cell.metrics["seconds"] = seconds
@@ -149,6 +149,9 @@ def test_a_claim_short_of_runs_names_the_command_that_judges_it_and_its_cost_at_
     assert ("   - to judge it: `distil table mukherjee-table8 --only AG --only soft --only hard` (~5 CPU minutes at "
             "the pace of its runs so far, besides any teacher or pre-trained student a new seed builds)"
             ) in text.splitlines()
+    # each side at its own pace: soft's two missing runs at 180 s, hard's one at 90 s (not 3 x 120 s)
+    _, record = findings_of(tmp_path, table(SOFT), [c for c in cells if c.key != "AG-soft-2"])
+    assert record[0]["to_judge"][1] == round((2 * 180 + 90) / 60)
     # a label with a space is quoted; with no run yet, no pace
     spaced = Finding(claim="x", better="soft", worse="hard", groups=["SST-2 (low)"])
     preset = table(spaced)

@@ -55,6 +55,7 @@ class Reading:
     verdict: str
     why: str = ""  # for "not judged": what is missing
     runs: dict[str, float] = field(default_factory=dict)  # the runs read (cell key -> seconds)
+    paces: tuple[float | None, float | None] = (None, None)  # each side's seconds a run (None: none timed)
 
 
 @dataclass
@@ -97,7 +98,8 @@ class Judgement:
     def to_judge(self) -> tuple[str, float | None] | None:
         """For a claim not judged for want of runs: the `distil table` command that runs the cells of
         the group nearest to a verdict (the most seeds on its thinner side, then the first), and its
-        CPU minutes at the pace of that group's runs so far (None: none ran); None otherwise."""
+        CPU minutes, each side's missing runs at the pace of its runs so far (None: none ran); None
+        otherwise."""
         if self.verdict != NOT_JUDGED or self.finding.not_comparable.get(self.scale):
             return None
         wanting = [r for r in self.readings if r.why in WANTING]
@@ -108,9 +110,13 @@ class Judgement:
         group = [nearest.group] if nearest.group in self.labels else []
         command = " ".join(["distil table", self.table, *(f"--only {shlex.quote(label)}" for label in
                                                            [*group, self.finding.better, self.finding.worse])])
-        missing = sum(max(0, MIN_SEEDS - seeds) for seeds in nearest.seeds)
-        pace = sum(nearest.runs.values()) / len(nearest.runs) / 60 if nearest.runs else None
-        return command, None if pace is None else missing * pace
+        # each side's missing runs at that side's pace (a side not timed yet at the other's)
+        timed = [pace for pace in nearest.paces if pace is not None]
+        if not timed:
+            return command, None
+        paces = [timed[0] if pace is None else pace for pace in nearest.paces]
+        return command, sum(max(0, MIN_SEEDS - seeds) * pace for seeds, pace in
+                            zip(nearest.seeds, paces, strict=True)) / 60
 
 
 def verdict_of(difference: Difference) -> str:
@@ -141,20 +147,22 @@ def judge(preset: TablePreset, finding: Finding, grid: dict, scale: str,
 
 def reading(finding: Finding, group: str | None, a, b, paper: tuple) -> Reading:
     runs = {key: s for entry in (a, b) if entry is not None for key, s in entry.runs.items()}
+    paces = tuple(sum(entry.runs.values()) / len(entry.runs) if entry is not None and entry.runs else None
+                  for entry in (a, b))
     values = [[] if entry is None else entry.values for entry in (a, b)]
     seeds = (len(values[0]), len(values[1]))
     ours = tuple(sum(v) / len(v) if v else None for v in values)
     if not all(values):
-        return Reading(group, paper, ours, seeds, None, NOT_JUDGED, "not run", runs)
+        return Reading(group, paper, ours, seeds, None, NOT_JUDGED, "not run", runs, paces)
     raw = welch(values[0], values[1])
     shifted = Difference(raw.estimate + finding.margin, raw.half_width, raw.degrees)
     improving = sum(entry.improving for entry in (a, b))
     if min(seeds) < MIN_SEEDS:
-        return Reading(group, paper, ours, seeds, raw, NOT_JUDGED, f"fewer than {MIN_SEEDS} seeds", runs)
+        return Reading(group, paper, ours, seeds, raw, NOT_JUDGED, f"fewer than {MIN_SEEDS} seeds", runs, paces)
     if improving:
         return Reading(group, paper, ours, seeds, raw, NOT_JUDGED,
-                       f"{improving} run{'s' * (improving > 1)} still improving", runs)
-    return Reading(group, paper, ours, seeds, raw, verdict_of(shifted), runs=runs)
+                       f"{improving} run{'s' * (improving > 1)} still improving", runs, paces)
+    return Reading(group, paper, ours, seeds, raw, verdict_of(shifted), runs=runs, paces=paces)
 
 
 def judgements(preset: TablePreset, grid: dict, scale: str, paper_value) -> list[Judgement]:
