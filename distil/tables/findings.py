@@ -203,7 +203,8 @@ def block(found: list[Judgement], fmt: Callable[..., str]) -> str:
         lines += [f"   - {reading_text(r, fmt)}" for r in judgement.readings]
         lines += [f"   - scale probe: {f.probe}"] if f.probe else []
         lines += [f"   - at {judgement.scale} scale: {judgement.explanation}"] if judgement.explanation else []
-        lines += [f"   - to judge it: {to_judge_text(judgement.to_judge)}"] if judgement.to_judge else []
+        if step := judgement.to_judge:  # computed once: it reads every reading's runs
+            lines.append(f"   - to judge it: {to_judge_text(step)}")
     return "\n".join(lines)
 
 
@@ -219,13 +220,21 @@ def to_judge_text(to_judge: tuple[str, float | None]) -> str:
     return f"`{command}` ({cost})"
 
 
+def rounded(to_judge: tuple[str, float | None] | None) -> list | None:
+    """The command and its whole minutes, as the findings record keeps them."""
+    if to_judge is None:
+        return None
+    command, minutes = to_judge
+    return [command, None if minutes is None else round(minutes)]
+
+
 def record(preset: TablePreset, found: list[Judgement]) -> list[dict]:
     """The findings as data (outputs/tables/<name>.findings.json), for the overview page and the README."""
     return [{"table": preset.name, "paper": preset.paper, "table_title": f"{preset.table}: {preset.title}",
              "claim": j.finding.claim, "section": j.finding.section, "relation": claim_text(j.finding),
              "headline": j.finding.headline, "scale": j.scale, "verdict": j.verdict, "reason": j.reason,
              "minutes": round(j.minutes, 1), "probe": j.finding.probe, "explanation": j.explanation,
-             "to_judge": j.to_judge and [j.to_judge[0], None if j.to_judge[1] is None else round(j.to_judge[1])],
+             "to_judge": rounded(j.to_judge),
              "readings": [{"group": r.group, "paper": list(r.paper), "ours": list(r.ours), "seeds": list(r.seeds),
                            "difference": None if r.difference is None else r.difference.estimate,
                            "low": None if r.difference is None else r.difference.low,
