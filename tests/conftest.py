@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import copy
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -11,6 +13,7 @@ import pytest
 from distil.config.compose import composed
 from distil.data.load import load_raw_splits
 from distil.data.split import build_task_data
+from distil.tables.config_store import STORE_ENV
 from distil.tasks import make_task
 
 os.environ["HF_HUB_OFFLINE"] = "1"
@@ -24,6 +27,16 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     torch.set_num_threads(1)
 
 REPO = Path(__file__).resolve().parent.parent
+
+
+def pytest_configure(config):
+    """One store of composed cell configs (distil.tables.config_store) for the whole run, outside the
+    checkout: set before the workers start, so they and the commands they run share it (each preset is
+    composed once, by whichever worker meets it first, ~40 s of the suite's CPU)."""
+    if not os.environ.get("PYTEST_XDIST_WORKER") and STORE_ENV not in os.environ:
+        store = tempfile.mkdtemp(prefix="distil-configs-")
+        os.environ[STORE_ENV] = store
+        config.add_cleanup(lambda: (shutil.rmtree(store, ignore_errors=True), os.environ.pop(STORE_ENV, None)))
 
 
 @pytest.fixture(autouse=True)

@@ -31,7 +31,7 @@ from distil.errors import DistilError
 from distil.store.artifacts import BUILD_DIR, MANIFEST, file_problem, process_alive, still_linked
 
 PROG = "distil-cache"
-NOT_KINDS = {"tmp", "locks", "checkpoints"}  # every other directory under the root holds one kind of artifact
+NOT_KINDS = {"tmp", "locks", "checkpoints", "configs"}  # every other directory under the root holds one artifact kind
 KEY = re.compile(r"^(?P<name>.+)-[0-9a-f]{16}$")
 KIND_ORDER = {"teachers": 0, "targets": 1}  # what is built first is listed first; other kinds follow
 REBUILD_HINT = "the next run that needs it rebuilds it; or: distil cache prune --damaged"

@@ -25,7 +25,7 @@ from distil.config.overrides import CONFIG_DIR_ENV
 from distil.config.schema import without_defaults
 from distil.errors import DistilError
 from distil.run.sweep import INTERRUPTED_STATUS
-from distil.tables import ledger
+from distil.tables import config_store, ledger
 from distil.tables.preset import Axis, Cell, TablePreset
 
 KEY_VERSION = 2  # bump when what a key covers changes: every cell then runs again
@@ -101,8 +101,13 @@ def cell_key(overrides: list[str], where: str = "cell") -> str:
 
 
 # a cell named by several tables, every seed of one, and every column that only picks a metric: composed once
+# in a process, and once at all until a config file or the code changes (config_store)
 @lru_cache(maxsize=1024)
 def _result_config(overrides: tuple[str, ...], config_dirs: str | None) -> dict:
+    return config_store.stored(overrides, config_dirs, lambda: _composed_result(overrides, config_dirs))
+
+
+def _composed_result(overrides: tuple[str, ...], config_dirs: str | None) -> dict:
     """The composed config as plain data, interpolations unresolved (so `${paths.data_dir}` inside a
     dataset's file names does not make the key depend on where the data lives), without NOT_RESULT."""
     cfg = compose_overrides(overrides, config_dirs)
