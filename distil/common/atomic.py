@@ -7,12 +7,17 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import tempfile
 from pathlib import Path
 
 
 def write_atomic(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
+    # a temporary of its own: two processes writing the same file (parallel table workers) never write
+    # into one temporary, so each renames a whole file
+    handle, name = tempfile.mkstemp(dir=path.parent, prefix=f"{path.name}.", suffix=".tmp")
+    os.close(handle)
+    tmp = Path(name)
     try:
         tmp.write_text(text)
         os.replace(tmp, path)

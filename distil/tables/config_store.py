@@ -18,7 +18,6 @@ import json
 import os
 import re
 import shutil
-import tempfile
 from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
@@ -27,6 +26,7 @@ import hydra
 import omegaconf
 
 import distil
+from distil.common.atomic import write_atomic
 from distil.config.overrides import config_dirs, with_config_dir_env
 from distil.config.schema import CONF_DIR
 
@@ -84,22 +84,14 @@ def _digest(dirs: tuple[str, ...]) -> str:
 
 
 def _write(path: Path, config: dict) -> None:
-    """Written whole or not at all (a temporary file renamed), best effort: a store that cannot be
-    written costs the next command the composition, nothing else."""
+    """Best effort: a store that cannot be written costs the next command the composition, nothing else."""
     try:
-        fresh = not path.parent.is_dir()
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if fresh:
+        if not path.parent.is_dir():
+            path.parent.mkdir(parents=True, exist_ok=True)
             _drop_old(path.parent)
-        handle = tempfile.NamedTemporaryFile("w", dir=path.parent, suffix=".tmp", delete=False)
+        write_atomic(path, json.dumps(config, sort_keys=True))
     except OSError:
-        return
-    try:
-        with handle:
-            json.dump(config, handle, sort_keys=True)
-        os.replace(handle.name, path)
-    except OSError:
-        Path(handle.name).unlink(missing_ok=True)
+        pass
 
 
 def _drop_old(current: Path) -> None:
