@@ -140,3 +140,15 @@ def test_every_command_the_committed_overview_gives_to_judge_a_claim_names_its_t
         labels = [words[i + 1] for i, word in enumerate(words) if word == "--only"]
         rows, columns = named_axes(load_preset(words[2]), labels)
         assert len(rows) + len(columns) == len(labels), command
+
+
+def test_the_headline_time_counts_each_run_once_per_finding_and_over_the_set():
+    from distil.tables.pages import headline_time
+
+    records = [{"headline": 4, "runs": {"a": 600.0, "b": 1200.0}},  # two claims of finding 4 share run b
+               {"headline": 4, "runs": {"b": 1200.0, "c": 300.0}},
+               {"headline": 7, "runs": {"c": 300.0, "d": 5400.0}},  # and finding 7 reads c too
+               {"headline": 9}]  # a record written before runs were kept: none
+    assert headline_time(records) == (
+        "CPU minutes of the runs each finding reads (their metrics.json: a teacher or pre-trained student a run "
+        "built counts, one it read from the cache does not): 4: 35, 7: 95, 9: 0; 2.1 hours for the headline set.")

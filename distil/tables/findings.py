@@ -74,10 +74,14 @@ class Judgement:
         return max(judged, key=VERDICTS.index) if judged else NOT_JUDGED
 
     @property
+    def runs(self) -> dict[str, float]:
+        """The runs the finding reads, each once: cell key -> the seconds of its metrics.json."""
+        return {key: seconds for reading in self.readings for key, seconds in reading.runs.items()}
+
+    @property
     def minutes(self) -> float:
-        """The CPU time of the runs the finding reads (each run once), from their metrics.json."""
-        runs = {key: seconds for reading in self.readings for key, seconds in reading.runs.items()}
-        return sum(runs.values()) / 60
+        """The CPU time of the runs the finding reads (each run once)."""
+        return sum(self.runs.values()) / 60
 
     @property
     def explanation(self) -> str:
@@ -233,7 +237,8 @@ def record(preset: TablePreset, found: list[Judgement]) -> list[dict]:
     return [{"table": preset.name, "paper": preset.paper, "table_title": f"{preset.table}: {preset.title}",
              "claim": j.finding.claim, "section": j.finding.section, "relation": claim_text(j.finding),
              "headline": j.finding.headline, "scale": j.scale, "verdict": j.verdict, "reason": j.reason,
-             "minutes": round(j.minutes, 1), "probe": j.finding.probe, "explanation": j.explanation,
+             "minutes": round(j.minutes, 1), "runs": {key: round(s, 1) for key, s in sorted(j.runs.items())},
+             "probe": j.finding.probe, "explanation": j.explanation,
              "to_judge": rounded(j.to_judge),
              "readings": [{"group": r.group, "paper": list(r.paper), "ours": list(r.ours), "seeds": list(r.seeds),
                            "difference": None if r.difference is None else r.difference.estimate,

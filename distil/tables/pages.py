@@ -177,8 +177,21 @@ def headline_findings(records: list[dict], pages_dir: str = "") -> str:
     frame = findings_frame(headline, headline=True)
     if pages_dir:
         frame["table"] = [link.replace("](", f"]({pages_dir}/") for link in frame["table"]]
-    return (f"{by_finding(headline)}\n\nBy claim: {counts(headline)}.\n\n"
+    return (f"{by_finding(headline)}\n\nBy claim: {counts(headline)}.\n\n{headline_time(headline)}\n\n"
             + to_markdown(frame, index=False, disable_numparse=True))
+
+
+def headline_time(headline: list[dict]) -> str:
+    """The CPU time each headline finding's runs took, and the whole set's, each run counted once (two
+    claims, or two findings, reading one run count it once)."""
+    runs = {}
+    for record in headline:
+        runs.setdefault(record["headline"], {}).update(record.get("runs", {}))
+    every = {key: seconds for found in runs.values() for key, seconds in found.items()}
+    each = ", ".join(f"{number}: {sum(found.values()) / 60:.0f}" for number, found in sorted(runs.items()))
+    return (f"CPU minutes of the runs each finding reads (their metrics.json: a teacher or pre-trained student "
+            f"a run built counts, one it read from the cache does not): {each}; {sum(every.values()) / 3600:.1f} "
+            f"hours for the headline set.")
 
 
 def by_finding(headline: list[dict]) -> str:
