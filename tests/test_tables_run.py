@@ -761,11 +761,15 @@ def test_jobs_runs_cells_at_once_each_once_on_a_share_of_the_cores(tmp_path, mon
         return "done", None
 
     monkeypatch.setattr(run, "run_cell", fake_run)
-    code, _, err = table(["tiny", "--jobs", "2"], capsys)
+    code, out, err = table(["tiny", "--jobs", "2"], capsys)
     assert code == 0, err
     assert sorted(ran) == [("D1", 1, ("trainer.threads=2",)), ("D1", 2, ("trainer.threads=2",)),
                            ("hard", 1, ("trainer.threads=2",)), ("hard", 2, ("trainer.threads=2",))]
     assert most[0] == 2
+    # the workers share one queue: each cell is met once, never skipped as its sibling's
+    assert out.count(": running") == 4 and out.count(": done in") == 4 and "another worker" not in out
+    code, out, _ = table(["tiny", "--jobs", "2"], capsys)  # again: each cell said to be done once
+    assert code == 0 and out.count("skipped (done)") == 4
 
 
 def test_package_digest_follows_the_code_and_nothing_else(tmp_path):

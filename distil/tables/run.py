@@ -25,6 +25,7 @@ import argparse  # run(args) reads the namespace distil/cli/table.py parses
 import contextlib
 import functools
 import os
+import queue
 import shutil
 import signal
 import subprocess
@@ -204,27 +205,33 @@ def cell_lock(root: Path, key: str, create: bool = True):
 
 
 def run_sweep(preset: TablePreset, cells: list[Cell], root: Path, jobs: int = 1) -> list[str]:
-    """Run the cells not yet done, `jobs` at a time, skipping those another worker is running; the
+    """Run the cells not yet done, `jobs` at a time, skipping those another command is running; the
     failed cells' descriptions. With several jobs each cell gets an equal share of the cores
-    (trainer.threads, which changes no result): the jobs are workers of this process, each taking
-    the next cell no other worker holds."""
+    (trainer.threads, which changes no result): the jobs are workers of this process, taking the cells
+    in turn from one queue, so each cell is met (run, or said to be done) by one worker."""
     runs = runs_of(cells)
+    pending = queue.SimpleQueue()
+    for numbered in enumerate(runs, 1):
+        pending.put(numbered)
     if jobs <= 1:
-        return sweep_worker(preset, runs, root)
+        return sweep_worker(preset, pending, len(runs), root)
     extra, workers = [f"trainer.threads={share_of_cores(jobs)}"], Workers()
-    found = workers.run(jobs, lambda: sweep_worker(preset, runs, root, extra, workers))
+    found = workers.run(jobs, lambda: sweep_worker(preset, pending, len(runs), root, extra, workers))
     return [failure for failures in found for failure in failures]
 
 
-def sweep_worker(preset: TablePreset, runs: list[Cell], root: Path, extra: Sequence[str] = (),
-                 workers: Workers | None = None) -> list[str]:
-    """One worker's pass over a table's cells: it runs every cell not done and not held by another, and
-    starts none once its command is stopping."""
+def sweep_worker(preset: TablePreset, pending: queue.SimpleQueue, total: int, root: Path,
+                 extra: Sequence[str] = (), workers: Workers | None = None) -> list[str]:
+    """One worker's share of a table's cells: it takes the next (number, cell) from `pending` until none is
+    left, runs it unless it is done or another command holds it, and starts none once its command is
+    stopping."""
     failed = []
-    for i, cell in enumerate(runs, 1):
-        if workers is not None and workers.stopping.is_set():
+    while workers is None or not workers.stopping.is_set():
+        try:
+            i, cell = pending.get_nowait()
+        except queue.Empty:
             break
-        name = f"cell {i}/{len(runs)} {preset.name} {run_label(preset, cell)}: "
+        name = f"cell {i}/{total} {preset.name} {run_label(preset, cell)}: "
         if result_of(root, cell.key).error is None:  # done, here, by another table or on another machine
             show(name, "skipped (done)", "dim")
             continue
