@@ -772,6 +772,39 @@ def test_jobs_runs_cells_at_once_each_once_on_a_share_of_the_cores(tmp_path, mon
     assert code == 0 and out.count("skipped (done)") == 4
 
 
+@pytest.mark.parametrize("argv,extra", [([], ()), (["--threads", "1"], ("trainer.threads=1",)),
+                                         (["--jobs", "2", "--threads", "1"], ("trainer.threads=1",))])
+def test_threads_sets_each_cells_torch_threads(tmp_path, monkeypatch, capsys, argv, extra):
+    """--threads N: each cell's trainer.threads (no key changes), with one job or several; by default a
+    single job leaves the config's own."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("DISTIL_OUTPUTS", str(tmp_path / "outputs"))
+    monkeypatch.setenv("DISTIL_CONFIG_DIR", str(tmp_path / "conf"))
+    write_preset(tmp_path / "conf" / "table", "tiny", "scales: {cpu: {base: [debug=smoke], seeds: [1]}}\n"
+                 "rows: [{label: hard, overrides: [schedule=hard]}]\n")
+    seen = []
+
+    def fake_run(cell, root, extra=(), workers=None):
+        seen.append(tuple(extra))
+        directory = root / "cells" / cell.key
+        directory.mkdir(parents=True)
+        (directory / "metrics.json").write_text('{"status": "ok", "student": {"test": {"accuracy": 0.5}}}')
+        return "done", None
+
+    monkeypatch.setattr(run, "run_cell", fake_run)
+    code, _, err = table(["tiny", *argv], capsys)
+    assert code == 0, err
+    assert seen == [extra]
+
+
+def test_threads_below_one_is_a_usage_error(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        table_main(["tiny", "--threads", "0"])
+    assert exit_.value.code == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "distil table: error: --threads 0: give 1 or more (see: distil table --help)"]
+
+
 def test_package_digest_follows_the_code_and_nothing_else(tmp_path):
     from distil.common.provenance import package_digest
 

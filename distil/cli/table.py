@@ -24,6 +24,7 @@ examples:
   distil table NAME --only SST-2          # run only the cells of that row or column first (repeatable)
   distil table NAME --seed 1              # run only seed 1's cells (repeatable)
   distil table NAME --jobs 2              # two cells at a time, one core each on 2 cores
+  distil table NAME --threads 1           # one core a cell: another table can run beside it
   distil table --frontier-targets         # the frontier targets on the frontier runs -> frontier-targets.{md,csv}
   distil table --all --render-only --pages  # every table from the recorded cells, then docs/results/ (make results)
 """
@@ -61,6 +62,10 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
                         help="run up to N cells at once, each on an equal share of the cores (trainer.threads, "
                              "which changes no result); other distil table processes on the same outputs share "
                              "the cells too, each cell run once (default 1)")
+    parser.add_argument("--threads", type=int, metavar="N",
+                        help="torch threads for each cell (trainer.threads, which changes no result); default: "
+                             "the config's with one job, the cores shared among the jobs with several. "
+                             "--threads 1 runs two tables side by side on 2 cores without one slowing the other")
     parser.add_argument("--frontier-targets", action="store_true",
                         help="write outputs/tables/frontier-targets.{md,csv}: the frontier targets checked on the "
                              "frontier runs done at --scale (make frontier's last step); runs nothing")
@@ -77,6 +82,8 @@ def parse_args(argv: list[str] | None, prog: str = "distil table") -> argparse.N
     args = parser.parse_args(argv)
     if args.jobs < 1:
         parser.error(f"--jobs {args.jobs}: give 1 or more")
+    if args.threads is not None and args.threads < 1:
+        parser.error(f"--threads {args.threads}: give 1 or more")
     if not (args.names or args.all or args.list or args.frontier_targets or args.pages):
         parser.error(f"name a preset ({prog} --list shows them), or give --all")
     return args

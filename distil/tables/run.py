@@ -204,18 +204,22 @@ def cell_lock(root: Path, key: str, create: bool = True):
     return build_lock(root, f"cell-{key}", create)
 
 
-def run_sweep(preset: TablePreset, cells: list[Cell], root: Path, jobs: int = 1) -> list[str]:
+def run_sweep(preset: TablePreset, cells: list[Cell], root: Path, jobs: int = 1,
+              threads: int | None = None) -> list[str]:
     """Run the cells not yet done, `jobs` at a time, skipping those another command is running; the
-    failed cells' descriptions. With several jobs each cell gets an equal share of the cores
-    (trainer.threads, which changes no result): the jobs are workers of this process, taking the cells
-    in turn from one queue, so each cell is met (run, or said to be done) by one worker."""
+    failed cells' descriptions. Each cell gets `threads` torch threads (trainer.threads, which changes no
+    result), by default its config's alone and with several jobs an equal share of the cores: the jobs
+    are workers of this process, taking the cells in turn from one queue, so each cell is met (run, or
+    said to be done) by one worker."""
     runs = runs_of(cells)
     pending = queue.SimpleQueue()
     for numbered in enumerate(runs, 1):
         pending.put(numbered)
+    threads = threads or (share_of_cores(jobs) if jobs > 1 else None)
+    extra = [f"trainer.threads={threads}"] if threads else []
     if jobs <= 1:
-        return sweep_worker(preset, pending, len(runs), root)
-    extra, workers = [f"trainer.threads={share_of_cores(jobs)}"], Workers()
+        return sweep_worker(preset, pending, len(runs), root, extra)
+    workers = Workers()
     found = workers.run(jobs, lambda: sweep_worker(preset, pending, len(runs), root, extra, workers))
     return [failure for failures in found for failure in failures]
 
@@ -480,7 +484,7 @@ def run(args: argparse.Namespace) -> list[str]:
             if preset.kind == "bench":
                 scale = preset.scales.get(args.scale)
                 failed += run_bench(root, preset.bench, [*RECORDED_RECIPE, *scale.base] if scale else [])
-            failed += run_sweep(preset, chosen, root, getattr(args, "jobs", 1))
+            failed += run_sweep(preset, chosen, root, getattr(args, "jobs", 1), getattr(args, "threads", None))
             failed += run_timing(preset, chosen, root) if preset.timing else []
         if measured(preset, root):
             render(preset, cells, root)
