@@ -782,14 +782,12 @@ def test_threads_sets_each_cells_torch_threads(tmp_path, monkeypatch, capsys, ar
     monkeypatch.setenv("DISTIL_CONFIG_DIR", str(tmp_path / "conf"))
     write_preset(tmp_path / "conf" / "table", "tiny", "scales: {cpu: {base: [debug=smoke], seeds: [1]}}\n"
                  "rows: [{label: hard, overrides: [schedule=hard]}]\n")
-    seen = []
+    fake_cells(monkeypatch, lambda cell: cell.key)
+    finish, seen = run.run_cell, []
 
     def fake_run(cell, root, extra=(), workers=None):
         seen.append(tuple(extra))
-        directory = root / "cells" / cell.key
-        directory.mkdir(parents=True)
-        (directory / "metrics.json").write_text('{"status": "ok", "student": {"test": {"accuracy": 0.5}}}')
-        return "done", None
+        return finish(cell, root, extra, workers)
 
     monkeypatch.setattr(run, "run_cell", fake_run)
     code, _, err = table(["tiny", *argv], capsys)
