@@ -54,8 +54,17 @@ class Reading:
     difference: Difference | None  # mean(better) - mean(worse); None: a side has no number
     verdict: str
     why: str = ""  # for "not judged": what is missing
-    runs: dict[str, float] = field(default_factory=dict)  # the runs read (cell key -> seconds)
-    paces: tuple[float | None, float | None] = (None, None)  # each side's seconds a run (None: none timed)
+    sides: tuple[dict[str, float], dict[str, float]] = ({}, {})  # each side's runs (cell key -> seconds)
+
+    @property
+    def runs(self) -> dict[str, float]:
+        """The runs read, both sides (a run on both counted once)."""
+        return {**self.sides[0], **self.sides[1]}
+
+    @property
+    def paces(self) -> tuple[float | None, float | None]:
+        """Each side's seconds a run (None: none timed)."""
+        return tuple(sum(side.values()) / len(side) if side else None for side in self.sides)
 
 
 @dataclass
@@ -150,23 +159,21 @@ def judge(preset: TablePreset, finding: Finding, grid: dict, scale: str,
 
 
 def reading(finding: Finding, group: str | None, a, b, paper: tuple) -> Reading:
-    runs = {key: s for entry in (a, b) if entry is not None for key, s in entry.runs.items()}
-    paces = tuple(sum(entry.runs.values()) / len(entry.runs) if entry is not None and entry.runs else None
-                  for entry in (a, b))
+    sides = tuple({} if entry is None else dict(entry.runs) for entry in (a, b))
     values = [[] if entry is None else entry.values for entry in (a, b)]
     seeds = (len(values[0]), len(values[1]))
     ours = tuple(sum(v) / len(v) if v else None for v in values)
     if not all(values):
-        return Reading(group, paper, ours, seeds, None, NOT_JUDGED, "not run", runs, paces)
+        return Reading(group, paper, ours, seeds, None, NOT_JUDGED, "not run", sides)
     raw = welch(values[0], values[1])
-    shifted = Difference(raw.estimate + finding.margin, raw.half_width, raw.degrees)
     improving = sum(entry.improving for entry in (a, b))
     if min(seeds) < MIN_SEEDS:
-        return Reading(group, paper, ours, seeds, raw, NOT_JUDGED, f"fewer than {MIN_SEEDS} seeds", runs, paces)
-    if improving:
-        return Reading(group, paper, ours, seeds, raw, NOT_JUDGED,
-                       f"{improving} run{'s' * (improving > 1)} still improving", runs, paces)
-    return Reading(group, paper, ours, seeds, raw, verdict_of(shifted), runs=runs, paces=paces)
+        verdict, why = NOT_JUDGED, f"fewer than {MIN_SEEDS} seeds"
+    elif improving:
+        verdict, why = NOT_JUDGED, f"{improving} run{'s' * (improving > 1)} still improving"
+    else:
+        verdict, why = verdict_of(Difference(raw.estimate + finding.margin, raw.half_width, raw.degrees)), ""
+    return Reading(group, paper, ours, seeds, raw, verdict, why, sides)
 
 
 def judgements(preset: TablePreset, grid: dict, scale: str, paper_value) -> list[Judgement]:
