@@ -40,6 +40,7 @@ import pandas as pd
 from distil.bench.harness import Spread, interleaved_seconds, pass_ratios, split_passes, spread
 from distil.common.atomic import write_atomic
 from distil.common.markdown import to_markdown
+from distil.common.outputs_dir import outputs_dir
 from distil.errors import DistilError
 
 NAME = "bench-deploy"  # the stem of the files it writes
@@ -107,7 +108,7 @@ def settle_args(args: argparse.Namespace) -> str | None:
 def default_run(outputs: Path | None = None) -> Path:
     """The newest finished run of the default job (`make demo`, a plain `distil`: no override but where it
     ran) under <outputs>/runs, outputs being $DISTIL_OUTPUTS or ./outputs as for `distil`."""
-    root = Path(outputs or os.environ.get("DISTIL_OUTPUTS", "outputs")) / "runs"
+    root = (outputs or outputs_dir()) / "runs"
     found = []
     for path in root.glob("*/*/metrics.json"):
         try:

@@ -13,11 +13,11 @@ import os
 import shutil
 from pathlib import Path
 
+from distil.common.outputs_dir import OUTPUTS_ENV  # a larger disk for the outputs is the usual fix
 from distil.errors import error_chain
 
 DISK_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
 DISK_FULL_TEXTS = ("no space left on device", "disk quota exceeded", "os error 28)", "os error 122)")
-OUTPUTS_ENV = "DISTIL_OUTPUTS"  # where runs and the cache go (conf/paths); a larger disk is the usual fix
 
 
 def disk_full(error: BaseException) -> bool:

@@ -27,6 +27,7 @@ from datetime import datetime
 from pathlib import Path
 
 from distil.common.diskspace import human_bytes
+from distil.common.outputs_dir import outputs_dir
 from distil.errors import DistilError
 from distil.store.artifacts import BUILD_DIR, MANIFEST, file_problem, process_alive, still_linked
 
@@ -74,7 +75,7 @@ class Build:
 
 def default_cache_dir() -> Path:
     # The same default as conf/paths: paths.cache = ${DISTIL_OUTPUTS or outputs}/cache, from cwd.
-    return Path(os.environ.get("DISTIL_OUTPUTS", "outputs")) / "cache"
+    return outputs_dir() / "cache"
 
 
 def open_cache(root: Path) -> Path:

@@ -27,6 +27,7 @@ import omegaconf
 
 import distil
 from distil.common.atomic import write_atomic
+from distil.common.outputs_dir import outputs_dir
 from distil.config.overrides import config_dirs, with_config_dir_env
 from distil.config.schema import CONF_DIR
 
@@ -39,7 +40,7 @@ PACKAGE_DIR = Path(distil.__file__).resolve().parent
 
 def store_dir() -> Path:
     given = os.environ.get(STORE_ENV)
-    return Path(given) if given else Path(os.environ.get("DISTIL_OUTPUTS", "outputs")) / "cache" / "configs"
+    return Path(given) if given else outputs_dir() / "cache" / "configs"
 
 
 def stored(overrides: tuple[str, ...], config_env: str | None, compose: Callable[[], dict]) -> dict:

@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse  # run(args) reads the namespace distil/cli/table.py parses
 import contextlib
 import functools
-import os
 import queue
 import shutil
 import signal
@@ -41,6 +40,7 @@ from rich.text import Text
 
 from distil.common.atomic import write_json_atomic
 from distil.common.console import console_script
+from distil.common.outputs_dir import outputs_dir
 from distil.common.parent import child_environment
 from distil.common.provenance import package_digest, provenance
 from distil.common.runtime import share_of_cores
@@ -70,7 +70,7 @@ LOG_NAME = "distil-table.log"  # the cell's own output, beside Hydra's distil.lo
 
 
 def outputs_root() -> Path:
-    return Path(os.environ.get("DISTIL_OUTPUTS", "outputs")).resolve()
+    return outputs_dir().resolve()
 
 
 class CodeChanged(DistilError):
