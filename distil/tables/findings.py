@@ -23,6 +23,7 @@ verdict is computed here from the recorded cells and never written by hand.
 
 from __future__ import annotations
 
+import functools
 import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -106,8 +107,7 @@ class Judgement:
             return "; ".join(dict.fromkeys(r.why for r in self.readings)) or "no group to read it in"
         return ""
 
-
-    @property
+    @functools.cached_property  # read by the block and the record; judge() has appended every reading by then
     def to_judge(self) -> tuple[str, float | None] | None:
         """For a claim not judged for want of runs: the `distil table` command that runs the cells of
         the group nearest to a verdict (the most seeds on its thinner side, then the first), and its
@@ -214,7 +214,7 @@ def block(found: list[Judgement], fmt: Callable[..., str]) -> str:
         lines += [f"   - {reading_text(r, fmt)}" for r in judgement.readings]
         lines += [f"   - scale probe: {f.probe}"] if f.probe else []
         lines += [f"   - at {judgement.scale} scale: {judgement.explanation}"] if judgement.explanation else []
-        if step := judgement.to_judge:  # computed once: it reads every reading's runs
+        if step := judgement.to_judge:
             lines.append(f"   - to judge it: {to_judge_text(step)}")
     return "\n".join(lines)
 
