@@ -216,7 +216,7 @@ def not_reproduced(records: list[dict]) -> str:
         probe = record.get("probe")
         parts = [verdict_cell({**record, "probe": None})]
         parts += [f"scale probe: [{probe}]({paper_of(probe)}.md)"] if probe else []
-        parts += [record["explanation"]] if record.get("explanation") else []
+        parts += [record["explanation"].rstrip(".")] if record.get("explanation") else []  # joined with ". "
         parts += [f"To judge it: {to_judge_text(record['to_judge'])}"] if record.get("to_judge") else []
         lines.append(f"- **{record['headline']}**, *{record['claim']}* ([{record['table']}]"
                      f"({paper_of(record['table'])}.md)): " + ". ".join(parts))
