@@ -1,7 +1,7 @@
 """Fill README's "What is reproduced" block from the verdicts the tables computed, and the deploy page's
 measured block from the recorded deployment benchmark.
 
-    python scripts/readme_results.py [--readme README.md] [--tables outputs/tables] [--deploy-page PAGE]
+    python scripts/readme_results.py [--readme README.md] [--tables <outputs>/tables] [--deploy-page PAGE]
 
 Everything between `<!-- reproduced:start -->` and `<!-- reproduced:end -->` is replaced by the
 headline findings' count and a table with one row per paper and one cell per table or figure, its
@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+
+from distil.common.outputs_dir import outputs_dir
 
 START, END = "<!-- reproduced:start -->", "<!-- reproduced:end -->"
 PAGES = "docs/results"
@@ -68,7 +70,8 @@ def with_block(text: str, generated: str, start: str = START, end: str = END) ->
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--readme", type=Path, default=Path("README.md"))
-    parser.add_argument("--tables", type=Path, default=Path("outputs/tables"))
+    parser.add_argument("--tables", type=Path, default=outputs_dir() / "tables",
+                        help="the rendered tables (default: $DISTIL_OUTPUTS/tables, else outputs/tables)")
     parser.add_argument("--deploy-page", type=Path, help=f"default: {DEPLOY_PAGE} beside the README")
     args = parser.parse_args(argv)
     page = args.deploy_page or args.readme.parent / DEPLOY_PAGE

@@ -37,14 +37,15 @@ def test_the_pages_show_each_papers_tables_and_the_findings_with_their_verdicts(
     assert {p: p.read_text() for p in docs.iterdir()} == before
 
 
-def test_the_readme_shows_the_headline_count_and_each_tables_verdict_between_its_markers(tmp_path):
+def test_the_readme_shows_the_headline_count_and_each_tables_verdict_between_its_markers(tmp_path, monkeypatch):
+    """From the tables `distil table` rendered: under $DISTIL_OUTPUTS, as `make results` renders them."""
     from tests.test_tables_render import readme_results
 
-    tables = tmp_path / "tables"
-    write_table(table(SOFT.__class__(**{**SOFT.__dict__, "headline": 2})), CELLS, tables)
+    monkeypatch.setenv("DISTIL_OUTPUTS", str(tmp_path / "outputs"))
+    write_table(table(SOFT.__class__(**{**SOFT.__dict__, "headline": 2})), CELLS, tmp_path / "outputs" / "tables")
     readme = tmp_path / "README.md"
     readme.write_text("# x\n\n<!-- reproduced:start -->\nold\n<!-- reproduced:end -->\n\n## Architecture\n")
-    readme_results().main(["--readme", str(readme), "--tables", str(tables)])
+    readme_results().main(["--readme", str(readme)])
     text = re.sub(r" +", " ", readme.read_text())
     assert "old" not in text
     assert ("**0 of 1 headline findings reproduced** (a finding takes the weakest verdict of its claims; one not "
