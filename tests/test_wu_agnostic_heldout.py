@@ -85,3 +85,29 @@ def test_every_size_and_seed_reads_one_held_out_set_from_vectors_built_once(tmp_
                                 "toy", {"name": "toy"}, 16, load_encoder, tokenizer, STUDENT, initial_rows, store,
                                 str(tmp_path))
     assert again.reused and again.key == built[30, 1].key and len(loads) == 1
+
+
+def test_a_run_waiting_for_the_corpus_vectors_computes_the_pieces_nobody_holds(tmp_path, monkeypatch):
+    """Two runs that want one corpus's vectors (two seeds side by side): the one that waits for the
+    other's build assists it, computing the unclaimed pieces and writing no artifact; the builder
+    computes the rest, and every line is encoded once."""
+    from distil.store.claims import ShardClaims
+
+    monkeypatch.setattr(sra, "VECTORS_CHUNK", 30)  # 100 lines: pieces at 0, 30, 60 and 90
+    lines = open(corpus(tmp_path)).read().splitlines()
+    tokenizer = toy_tokenizer(tmp_path)
+    encoder, encoded = toy_encoder(tokenizer), []
+    forward = encoder.forward
+    monkeypatch.setattr(encoder, "forward", lambda input_ids, attention_mask: (
+        encoded.append(len(input_ids)) or forward(input_ids=input_ids, attention_mask=attention_mask)))
+    cfg, out = settings("corpus.txt"), tmp_path / "build"
+    with ShardClaims(out).take("piece-000000000.safetensors", wait=False) as held:  # the builder's first piece
+        assert held
+        assert sra.corpus_vectors(cfg, lambda: encoder, tokenizer, lines, out, assisting=True) == {}
+    assert sorted(p.name for p in out.iterdir()) == [f"piece-{start:09d}.safetensors" for start in (30, 60, 90)]
+    assert sum(encoded) == 70
+    info = sra.corpus_vectors(cfg, lambda: encoder, tokenizer, lines, out)
+    assert sum(encoded) == 100 and info == {"sentences": 100, "sentence_size": 16}
+    direct = sra.sentence_vectors(encoder, tokenizer(lines, truncation=True, max_length=16)["input_ids"],
+                                  tokenizer.pad_token_id, "cls")
+    assert torch.allclose(sra.load_file(out / sra.VECTORS)["vectors"], direct, atol=1e-5)

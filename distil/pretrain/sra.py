@@ -19,7 +19,8 @@ pooling, the corpus's lines, the student's sizes and every setting (the settings
 out of the key at their defaults, so earlier artifacts are still found). With heldout=after the
 teacher's vectors of the lines read are computed into the build directory; with heldout=end they
 are computed once for the whole corpus into an artifact of their own
-(outputs/cache/agnostic-vectors/), which every corpus size and seed then slices. Training saves a
+(outputs/cache/agnostic-vectors/), which every corpus size and seed then slices; runs that want
+it at once (seeds side by side) split its pieces. Training saves a
 checkpoint after every pass and every few minutes within one, so a killed build resumes where it
 was, with the same result.
 
@@ -193,21 +194,27 @@ def shared_vectors(cfg, teacher_name: str, teacher_identity: dict, load_encoder,
     artifact = store.get_or_build(
         VECTORS_KIND, teacher_name, vectors_spec(cfg, teacher_identity, every),
         lambda out: corpus_vectors(cfg, load_encoder, tokenizer, every, out),
-        describe={"teacher": teacher_name, "pooling": cfg.pooling, "corpus": cfg.corpus, "sentences": len(every)})
+        describe={"teacher": teacher_name, "pooling": cfg.pooling, "corpus": cfg.corpus, "sentences": len(every)},
+        # a run that finds another building them computes the pieces nobody has claimed yet, then waits
+        assist=lambda out: corpus_vectors(cfg, load_encoder, tokenizer, every, out, assisting=True))
     vectors = load_file(artifact.path / VECTORS)["vectors"]
     return vectors[:count], vectors[len(vectors) - held:]
 
 
-def corpus_vectors(cfg, load_encoder, tokenizer, lines: list[str], out: Path) -> dict:
+def corpus_vectors(cfg, load_encoder, tokenizer, lines: list[str], out: Path, assisting: bool = False) -> dict:
     """The teacher's sentence vectors of every line into `out`/VECTORS, in pieces of VECTORS_CHUNK
-    lines, each saved as it is done, so a killed build resumes at the first piece missing. Under
-    torchrun each piece is computed by the rank that claims it (store.claims), and rank 0 joins them."""
+    lines, each saved as it is done, so a killed build resumes at the first piece missing. Each piece
+    is computed by the process that claims it (store.claims): a torchrun rank, or a run `assisting`
+    the one that holds the build lock, which computes the pieces nobody holds and leaves the rest to
+    the builder. The builder (rank 0 under torchrun) waits for the pieces others hold and joins them."""
     encoder, claims = None, ShardClaims(out)
+    out.mkdir(parents=True, exist_ok=True)  # an assisting process may come before the builder made it
     starts = range(0, len(lines), VECTORS_CHUNK)
     with progress_bar() as progress:
         bar = progress.add_task(f"teacher sentence vectors of the corpus ({cfg.pooling})", total=len(lines),
                                 status="")
-        for wait in (False, True):  # first the pieces no process holds, then (waiting) those others held
+        # first the pieces no process holds, then (the builder, waiting) those others held
+        for wait in (False,) if assisting else (False, True):
             for start in starts:
                 piece = out / f"piece-{start:09d}.safetensors"
                 with claims.take(piece.name, wait=wait) as mine:
@@ -221,6 +228,8 @@ def corpus_vectors(cfg, load_encoder, tokenizer, lines: list[str], out: Path) ->
                     partial = piece.with_suffix(".partial")
                     save_file({"vectors": vectors.contiguous()}, partial)
                     os.replace(partial, piece)
+        if assisting:
+            return {}
         progress.update(bar, completed=len(lines))
     pieces = [load_file(out / f"piece-{start:09d}.safetensors")["vectors"] for start in starts]
     every = torch.cat(pieces) if pieces else torch.empty((0, 0))
