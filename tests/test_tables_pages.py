@@ -122,9 +122,9 @@ def test_a_headline_claim_short_of_runs_says_on_the_overview_what_runs_it(tmp_pa
     write_table(table(SOFT.__class__(**{**SOFT.__dict__, **explained})), cells, tables)
     write_pages(tables, docs)
     assert ("- **2**, *soft distillation beats hard distillation* ([mukherjee-table8](mukherjee.md)): **not judged**: "
-            "not run; fewer than 3 seeds. the cpu scale lacks it. To judge it: `distil table mukherjee-table8 --only AG --only soft --only "
-            "hard` (~5 CPU minutes at the pace of its runs so far, besides any teacher or pre-trained student a new "
-            "seed builds)\n") in (docs / "index.md").read_text()
+            "not run; fewer than 3 seeds. the cpu scale lacks it. To judge it: `distil table mukherjee-table8 "
+            "--only AG --only soft --only hard` (~5 CPU minutes at the pace of its runs so far, besides any teacher "
+            "or pre-trained student a new seed builds)\n") in (docs / "index.md").read_text()
 
 
 def test_every_command_the_committed_overview_gives_to_judge_a_claim_names_its_tables_rows_and_columns():
