@@ -42,6 +42,15 @@ def test_cpu_long_is_every_line_for_thousands_of_updates_with_the_corpus_end_hel
     assert (default.steps, default.heldout, default.max_sentences, default.batch_size) == (None, "after", 50000, 1024)
 
 
+def test_cpu_long_distils_the_minilm_teachers_mean_pooled_vector_and_the_others_keep_cls():
+    """The cpu teacher is a sentence-transformer trained to give the mean over its wordpieces (the
+    linear probe: results/probes/teacher-pooling.md); Wu's BERT gives [CLS], the schema's default,
+    which agnostic=paper keeps, and agnostic=cpu keeps it so its recorded cells keep their keys."""
+    assert compose_config("student=sra", "agnostic=cpu-long").agnostic.pooling == "mean"
+    for group in ("cpu", "paper"):
+        assert compose_config("student=sra", f"agnostic={group}").agnostic.pooling == "cls", group
+
+
 def test_table4_rows_vary_the_corpus_size_alone_at_one_update_count_and_held_out_set():
     preset = load_preset(TABLE4)
     assert preset.scales["cpu"].seeds == [1, 2, 3]
