@@ -201,6 +201,11 @@ def shared_vectors(cfg, teacher_name: str, teacher_identity: dict, load_encoder,
     return vectors[:count], vectors[len(vectors) - held:]
 
 
+def piece_name(start: int) -> str:
+    """The file of the corpus vectors' piece whose first line is `start`."""
+    return f"piece-{start:09d}.safetensors"
+
+
 def corpus_vectors(cfg, load_encoder, tokenizer, lines: list[str], out: Path, assisting: bool = False) -> dict:
     """The teacher's sentence vectors of every line into `out`/VECTORS, in pieces of VECTORS_CHUNK
     lines, each saved as it is done, so a killed build resumes at the first piece missing. Each piece
@@ -213,25 +218,19 @@ def corpus_vectors(cfg, load_encoder, tokenizer, lines: list[str], out: Path, as
     with progress_bar() as progress:
         bar = progress.add_task(f"teacher sentence vectors of the corpus ({cfg.pooling})", total=len(lines),
                                 status="")
-        # first the pieces no process holds, then (the builder, waiting) those others held
-        for wait in (False,) if assisting else (False, True):
-            for start in starts:
-                piece = out / f"piece-{start:09d}.safetensors"
-                with claims.take(piece.name, wait=wait) as mine:
-                    if not mine or piece.is_file():
-                        continue
-                    ids = tokenizer(cut_all(lines[start:start + VECTORS_CHUNK], cfg.max_length), truncation=True,
-                                    max_length=cfg.max_length)["input_ids"]
-                    encoder = encoder or load_encoder()  # on the runtime's device (teacher.load.load_encoder)
-                    vectors = sentence_vectors(encoder, ids, tokenizer.pad_token_id, cfg.pooling,
-                                               progress=lambda n: progress.advance(bar, n))
-                    partial = piece.with_suffix(".partial")
-                    save_file({"vectors": vectors.contiguous()}, partial)
-                    os.replace(partial, piece)
+        for start in claims.mine({piece_name(start): start for start in starts}, assisting):
+            ids = tokenizer(cut_all(lines[start:start + VECTORS_CHUNK], cfg.max_length), truncation=True,
+                            max_length=cfg.max_length)["input_ids"]
+            encoder = encoder or load_encoder()  # on the runtime's device (teacher.load.load_encoder)
+            vectors = sentence_vectors(encoder, ids, tokenizer.pad_token_id, cfg.pooling,
+                                       progress=lambda n: progress.advance(bar, n))
+            partial = (out / piece_name(start)).with_suffix(".partial")
+            save_file({"vectors": vectors.contiguous()}, partial)
+            os.replace(partial, out / piece_name(start))
         if assisting:
             return {}
         progress.update(bar, completed=len(lines))
-    pieces = [load_file(out / f"piece-{start:09d}.safetensors")["vectors"] for start in starts]
+    pieces = [load_file(out / piece_name(start))["vectors"] for start in starts]
     every = torch.cat(pieces) if pieces else torch.empty((0, 0))
     distributed.barrier()  # every rank has read the pieces
     if distributed.is_main():

@@ -7,9 +7,12 @@ from __future__ import annotations
 
 import fcntl
 import shutil
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TypeVar
+
+Piece = TypeVar("Piece")
 
 
 class ShardClaims:
@@ -18,7 +21,20 @@ class ShardClaims:
     when its holder finishes or dies."""
 
     def __init__(self, out: Path):
+        self.out = out
         self.directory = out.with_name(f"{out.name}.claims")
+
+    def mine(self, pieces: Mapping[str, Piece], assisting: bool = False) -> Iterator[Piece]:
+        """The pieces this process computes, of `pieces` (the file each is written to in `out` -> what
+        the caller needs to compute it), each claimed while the caller computes it (the loop's body):
+        first those no process holds; then, for the builder (not `assisting`), each one another held,
+        once its holder lets go, so a piece whose holder died before writing it is computed here. A
+        piece already in `out` is done."""
+        for wait in (False,) if assisting else (False, True):
+            for name, piece in pieces.items():
+                with self.take(name, wait=wait) as claimed:
+                    if claimed and not (self.out / name).is_file():
+                        yield piece
 
     @contextmanager
     def take(self, name: str, wait: bool) -> Iterator[bool]:

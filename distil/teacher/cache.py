@@ -222,15 +222,13 @@ def write_targets(out: Path, task: Task, prepared: dict[str, PreparedSplit], lay
 
         # every split's free shards first, then (the builder) those others held: a process never waits
         # on one split while another still has shards nobody claimed
-        for wait in (False,) if assisting else (False, True):
-            for split, bounds, missing, bar in todo:
-                for index in missing:
-                    with claims.take(shard_name(split, index), wait=wait) as mine:
-                        if not mine or (out / shard_name(split, index)).is_file():
-                            continue  # another process has it, or finished it meanwhile
-                        write(split, bounds, index, bar)
-                if wait:  # every shard is there now: what others computed counts as done
-                    progress.update(bar, completed=passes * len(prepared[split]))
+        pieces = {shard_name(split, index): (split, bounds, index, bar)
+                  for split, bounds, missing, bar in todo for index in missing}
+        for split, bounds, index, bar in claims.mine(pieces, assisting):
+            write(split, bounds, index, bar)
+        if not assisting:  # every shard is there now: what others computed counts as done
+            for split, _, _, bar in todo:
+                progress.update(bar, completed=passes * len(prepared[split]))
     if not assisting:
         distributed.barrier()  # no rank still reads a claim
         if distributed.is_main():
