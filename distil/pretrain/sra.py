@@ -215,9 +215,10 @@ def corpus_vectors(cfg, load_encoder, tokenizer, lines: list[str], out: Path, as
     encoder, claims = None, ShardClaims(out)
     out.mkdir(parents=True, exist_ok=True)  # an assisting process may come before the builder made it
     starts = range(0, len(lines), VECTORS_CHUNK)
-    with progress_bar() as progress:
+    done = sum(len(lines[start:start + VECTORS_CHUNK]) for start in starts if (out / piece_name(start)).is_file())
+    with progress_bar() as progress:  # a resumed build starts at the pieces already written: its time left is right
         bar = progress.add_task(f"teacher sentence vectors of the corpus ({cfg.pooling})", total=len(lines),
-                                status="")
+                                completed=done, status=f"resuming: {done:,} lines done" if done else "")
         for start in claims.mine({piece_name(start): start for start in starts}, assisting):
             ids = tokenizer(cut_all(lines[start:start + VECTORS_CHUNK], cfg.max_length), truncation=True,
                             max_length=cfg.max_length)["input_ids"]
