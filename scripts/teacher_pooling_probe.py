@@ -26,6 +26,7 @@ from sklearn.linear_model import LogisticRegression
 from distil.config.compose import compose_run_config
 from distil.data.cut import cut_all
 from distil.data.split import build_task_data
+from distil.errors import DistilError
 from distil.pretrain.sra import POOLINGS, pooled_vectors
 from distil.tasks import make_task
 from distil.teacher.load import load_encoder, load_tokenizer
@@ -84,4 +85,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except DistilError as problem:  # a bad override or missing data: one line, as `distil` says it
+        sys.exit(f"teacher_pooling_probe: {problem}")
