@@ -15,7 +15,6 @@ its C chosen on dev, test reported. The vectors are pooled by the code that make
 from __future__ import annotations
 
 import argparse
-import subprocess
 import sys
 from pathlib import Path
 
@@ -23,6 +22,7 @@ import numpy as np
 import pandas as pd
 from sklearn.linear_model import LogisticRegression
 
+from distil.common.provenance import code_version, machine
 from distil.config.compose import compose_run_config
 from distil.data.cut import cut_all
 from distil.data.split import build_task_data
@@ -72,14 +72,14 @@ def main(argv: list[str] | None = None) -> int:
     summary.columns = [f"{split} {stat}" for split, stat in summary.columns]
     OUT.mkdir(parents=True, exist_ok=True)
     table.to_csv(OUT / "teacher-pooling.csv", index=False)
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     command = " ".join(["python scripts/teacher_pooling_probe.py", *args.overrides])
     (OUT / "teacher-pooling.md").write_text(
         f"# The teacher's sentence vector under a linear probe ({cfg.teacher.name}, SST-2)\n\n"
         f"Logistic regression on the frozen, pre-trained teacher's vectors of each seed's {table.labeled[0]:,} "
         f"labeled sentences, C from {', '.join(map(str, CS))} chosen on dev; accuracy (%), mean and "
         f"standard deviation over seeds {', '.join(map(str, SEEDS))}.\n\n"
-        f"{summary.to_markdown()}\n\nPer seed: teacher-pooling.csv. Made at {commit} by `{command}`.\n")
+        f"{summary.to_markdown()}\n\nPer seed: teacher-pooling.csv. Made at {code_version()} on {machine()} "
+        f"by `{command}`.\n")
     print(summary.to_string())
     return 0
 

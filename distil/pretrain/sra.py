@@ -215,19 +215,20 @@ def corpus_vectors(cfg, load_encoder, tokenizer, lines: list[str], out: Path, as
     encoder, claims = None, ShardClaims(out)
     out.mkdir(parents=True, exist_ok=True)  # an assisting process may come before the builder made it
     starts = range(0, len(lines), VECTORS_CHUNK)
-    done = sum(len(lines[start:start + VECTORS_CHUNK]) for start in starts if (out / piece_name(start)).is_file())
+    done = sum(min(VECTORS_CHUNK, len(lines) - start) for start in starts if (out / piece_name(start)).is_file())
     with progress_bar() as progress:  # a resumed build starts at the pieces already written: its time left is right
         bar = progress.add_task(f"teacher sentence vectors of the corpus ({cfg.pooling})", total=len(lines),
                                 completed=done, status=f"resuming: {done:,} lines done" if done else "")
         for start in claims.mine({piece_name(start): start for start in starts}, assisting):
+            piece = out / piece_name(start)
             ids = tokenizer(cut_all(lines[start:start + VECTORS_CHUNK], cfg.max_length), truncation=True,
                             max_length=cfg.max_length)["input_ids"]
             encoder = encoder or load_encoder()  # on the runtime's device (teacher.load.load_encoder)
             vectors = sentence_vectors(encoder, ids, tokenizer.pad_token_id, cfg.pooling,
                                        progress=lambda n: progress.advance(bar, n))
-            partial = (out / piece_name(start)).with_suffix(".partial")
+            partial = piece.with_suffix(".partial")
             save_file({"vectors": vectors.contiguous()}, partial)
-            os.replace(partial, out / piece_name(start))
+            os.replace(partial, piece)
         if assisting:
             return {}
         progress.update(bar, completed=len(lines))
