@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import importlib.util
 import os
 import shutil
 import tempfile
@@ -27,6 +28,14 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     torch.set_num_threads(1)
 
 REPO = Path(__file__).resolve().parent.parent
+
+
+def load_script(name: str):
+    """scripts/<name>.py as a module: the scripts are files, not a package the tests can import."""
+    spec = importlib.util.spec_from_file_location(name, REPO / "scripts" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def pytest_configure(config):

@@ -4,7 +4,6 @@ every config group and option under distil/conf, every schema key, every `distil
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import re
 import shutil
 from pathlib import Path
@@ -14,18 +13,12 @@ import yaml
 
 from distil.cli.main import SUBCOMMANDS
 from distil.config.schema import CONF_DIR, Config, TrainerConfig
+from tests.conftest import load_script
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def load_script():
-    spec = importlib.util.spec_from_file_location("docs_reference", ROOT / "scripts" / "docs_reference.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-docs_reference = load_script()
+docs_reference = load_script("docs_reference")
 
 
 def sections(page: str, level: str) -> dict[str, str]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import re
 
 import pandas as pd
@@ -11,7 +10,7 @@ import pytest
 from distil.errors import DistilError
 from distil.tables.preset import Axis, Cell, Scale, TablePreset
 from distil.tables.render import write_table
-from tests.conftest import REPO
+from tests.conftest import load_script
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 OOM = "failed: CUDA out of memory while caching the teacher's logits for the transfer set of 100k"
@@ -331,10 +330,7 @@ def test_a_preset_that_cannot_be_rendered_is_one_line_before_any_file_is_written
 
 
 def readme_results():
-    spec = importlib.util.spec_from_file_location("readme_results", REPO / "scripts" / "readme_results.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("readme_results")
 
 
 README = "# distil\n\nintro\n\n## What is reproduced\n\n<!-- reproduced:start -->\nold, typed by hand\n" \

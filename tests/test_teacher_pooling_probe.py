@@ -5,8 +5,6 @@ every sentence; then what `main` writes, and how a bad override stops it."""
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
 from types import SimpleNamespace
 
 import pandas as pd
@@ -14,17 +12,14 @@ import pytest
 import torch
 
 from distil.errors import DistilError
+from tests.conftest import load_script
 
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "teacher_pooling_probe.py"
 GOOD, BAD = ("good", "fine", "great"), ("bad", "dull", "awful")
 
 
 @pytest.fixture(scope="module")
 def script():
-    spec = importlib.util.spec_from_file_location("teacher_pooling_probe", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("teacher_pooling_probe")
 
 
 def sentences(count: int, offset: int) -> list[tuple[str, int]]:

@@ -3,20 +3,14 @@ The measurement itself (a clone, a venv, `make install demo`: minutes) runs only
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "time_fresh_clone.py"
+from tests.conftest import load_script
 
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("time_fresh_clone", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("time_fresh_clone")
 
 
 def test_a_checkout_with_uncommitted_changes_is_refused_in_one_line(bench, monkeypatch):
