@@ -80,7 +80,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="distil-fresh-") as tmp:
         row = measure(now["code"], now["date"], Path(tmp))
     frame = record_rows("bench-fresh-clone", row, COLUMNS, "`make install demo` from a fresh clone",
-                        "Seconds on the machine named below: a new clone and virtual environment, then each target "
+                        "Seconds on each row's machine: a new clone and virtual environment, then each target "
                         "as a new user runs it; test scores in % from the demo's metrics.json.", now)
     print(frame.to_string(index=False))
     return 0

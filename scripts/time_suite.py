@@ -38,7 +38,7 @@ def main() -> int:
     now = provenance(["make", "bench-suite"])
     row = measure(now["code"], now["date"])
     frame = record_rows("bench-suite", row, COLUMNS, "The default test suite (`make test`)",
-                        "Seconds on the machine named below: the whole command, and pytest's own count.", now)
+                        "Seconds on each row's machine: the whole command, and pytest's own count.", now)
     print(frame.to_string(index=False))
     return 0 if row["failed"] == 0 else 1
 

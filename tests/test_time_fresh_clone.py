@@ -38,11 +38,14 @@ def test_a_measurement_replaces_its_code_versions_row_and_keeps_the_others(tmp_p
 
     monkeypatch.setenv("DISTIL_RESULTS", str(tmp_path / "results"))
     columns = ("code", "wall s")
-    for code, wall in (("aaa", 300.0), ("bbb", 280.0), ("aaa", 290.0)):
+    for code, wall, machine in (("aaa", 300.0, "here"), ("bbb", 280.0, "here"), ("aaa", 500.0, "there"),
+                                ("aaa", 290.0, "here")):
         record_rows("bench-x", {"code": code, "wall s": wall}, columns, "A bench", "Seconds.",
-                    {"code": code, "date": "today", "command": "make bench-x", "machine": "here"})
+                    {"code": code, "date": "today", "command": "make bench-x", "machine": machine})
     saved = tmp_path / "results" / "bench"
-    assert pd.read_csv(saved / "bench-x.csv").to_dict("records") == [{"code": "bbb", "wall s": 280.0},
-                                                                      {"code": "aaa", "wall s": 290.0}]
+    # the same code on another machine is another row, each row naming its own machine
+    assert pd.read_csv(saved / "bench-x.csv").to_dict("records") == [
+        {"code": "bbb", "wall s": 280.0, "machine": "here"}, {"code": "aaa", "wall s": 500.0, "machine": "there"},
+        {"code": "aaa", "wall s": 290.0, "machine": "here"}]
     text = (saved / "bench-x.md").read_text()
     assert text.startswith("### A bench\n\n|") and text.endswith("|\n\nSeconds.\n")

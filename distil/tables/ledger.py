@@ -106,9 +106,11 @@ def recorded_bench(bench: str, root: Path | None = None) -> tuple[Path, dict] | 
 
 def record_rows(stem: str, row: dict, columns: tuple[str, ...], heading: str, footer: str,
                 provenance: dict) -> pd.DataFrame:
-    """A measured row beside the tracked record's rows of other code versions (one row per version: a
-    version measured again replaces its row), written as <stem>.{csv,md} to results/bench with its
-    provenance: how `make bench-suite` and `make bench-fresh-clone` keep their numbers."""
+    """A measured row beside the tracked record's rows of other code versions or machines (one row per
+    version and machine: a version measured again on the same machine replaces its row), written as
+    <stem>.{csv,md} to results/bench with its provenance: how `make bench-suite` and `make
+    bench-fresh-clone` keep their numbers. Each row names its machine (the provenance's): the json
+    beside the record keeps only the last measurement's, and rows of different CPUs sit in one table."""
     import tempfile
 
     import pandas as pd
@@ -116,9 +118,12 @@ def record_rows(stem: str, row: dict, columns: tuple[str, ...], heading: str, fo
     from distil.bench.harness import markdown
     from distil.common.atomic import write_atomic
 
+    row = {**row, "machine": provenance["machine"]}
+    columns = (*columns, "machine")
     saved = recorded_bench(stem)
     earlier = [] if saved is None else pd.read_csv(saved[0]).to_dict("records")
-    frame = pd.DataFrame([*[r for r in earlier if r["code"] != row["code"]], row], columns=list(columns))
+    kept = [r for r in earlier if (r["code"], r.get("machine")) != (row["code"], row["machine"])]
+    frame = pd.DataFrame([*kept, row], columns=list(columns))
     with tempfile.TemporaryDirectory() as tmp:
         csv = Path(tmp, f"{stem}.csv")
         write_atomic(csv, frame.to_csv(index=False))
