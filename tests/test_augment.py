@@ -194,6 +194,7 @@ def run_metrics(outputs):
     return metrics
 
 
+@pytest.mark.heavy
 def test_an_augmented_run_end_to_end_labels_the_synthetic_examples_with_the_teacher(tmp_path, monkeypatch, capsys):
     from tests.test_cli import distil_in_process
 
@@ -216,6 +217,7 @@ def test_an_augmented_run_end_to_end_labels_the_synthetic_examples_with_the_teac
     assert len(list((tmp_path / "outputs" / "cache" / "targets").iterdir())) == 2
 
 
+@pytest.mark.heavy
 def test_an_augmented_pair_run_end_to_end(tmp_path, monkeypatch, capsys):
     from tests.test_cli import distil_in_process
 

@@ -26,6 +26,7 @@ def quick_run(tmp_path_factory):
     return out
 
 
+@pytest.mark.heavy
 def test_writes_markdown_and_csv(quick_run):
     assert (quick_run / "bench.md").is_file()
     assert (quick_run / "bench.csv").is_file()

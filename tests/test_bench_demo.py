@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import pandas as pd
+import pytest
 
 from distil.cli.bench import demo
 
 
+@pytest.mark.heavy
 def test_the_demo_bench_times_a_cold_run_by_phase_and_records_nothing_when_quick(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert demo(["--quick", "--out", str(tmp_path / "tables")]) == 0

@@ -24,6 +24,7 @@ from tests.test_cli import distil_in_process
 TABLES = ("targets", "backends", "speed", "api overhead", "families")
 
 
+@pytest.mark.heavy
 def test_quick_serves_a_smoke_run_three_ways_judges_every_target_and_records_nothing(tmp_path, monkeypatch,
                                                                                       capsys):
     assert distil_in_process(["debug=smoke"], tmp_path, monkeypatch, capsys)[0] == 0

@@ -15,14 +15,16 @@ PAPER = {2: (4.4, 9.7, 22.8, 39.2), 4: (4.8, 11.3, 29.1, 53.4), 6: (5.2, 12.8, 3
          8: (5.6, 14.4, 41.7, 81.7), 10: (6.0, 16.0, 48.0, 95.9), 12: (6.4, 17.6, 54.3, 110.1)}
 
 
-# the shallowest and deepest in the default suite; the four between with the slow tests
+# the shallowest and deepest with the heavy tests (CI); the four between with the slow tests
 @pytest.mark.parametrize("layers", [layers if layers in (2, 12) else pytest.param(layers, marks=pytest.mark.slow)
                                     for layers in LAYERS])
+@pytest.mark.heavy
 def test_the_24_students_have_the_papers_parameter_counts(layers):
     counts = [count_params(bert(layers, hidden)) / 1e6 for hidden in WIDTHS]
     assert counts == pytest.approx(PAPER[layers], abs=0.1)  # the paper rounds to 0.1M
 
 
+@pytest.mark.heavy
 def test_the_benchmark_writes_both_table_presets_rows(tmp_path):
     main(["--quick", "--passes", "2", "--length", "16", "--out", str(tmp_path)])
     frame = pd.read_csv(tmp_path / "bench_turc.csv")

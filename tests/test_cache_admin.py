@@ -389,6 +389,7 @@ def test_human_units():
 # ----------------------------------------------------------------------------- end to end
 
 
+@pytest.mark.heavy
 def test_console_scripts_on_a_real_cache(tmp_path):
     distil, distil_cache = shutil.which("distil"), shutil.which("distil-cache")
     if not (distil and distil_cache):

@@ -57,6 +57,7 @@ def hold(path, seconds: float) -> subprocess.Popen:
     return holder
 
 
+@pytest.mark.heavy
 def test_a_run_that_waits_for_the_build_computes_shards_for_it(rebuild, caplog):
     """Another process holds the build lock: this one helps (computes the free shards), then waits for the
     lock; the build then finds every shard there and runs the teacher on none again."""

@@ -72,6 +72,7 @@ def test_a_second_schedule_reuses_the_teacher_and_its_cache(tmp_path, monkeypatc
     assert "reusing cached teacher targets" in err + out
 
 
+@pytest.mark.heavy
 def test_multirun_and_report(tmp_path, capsys):
     """A sweep over schedules with and without representation losses runs the teacher once."""
     sweep = run([DISTIL, "-m", "debug=smoke", "schedule=hard,d0,d4.1"], cwd=tmp_path)
@@ -164,6 +165,7 @@ def test_help_lists_groups(tmp_path, monkeypatch, capsys):
     assert "pretrain: cpu, cpu-long, paper" in out
 
 
+@pytest.mark.heavy
 def test_a_failing_sweep_cell_does_not_stop_the_sweep(tmp_path, monkeypatch, capsys):
     code, _, err = distil_in_process(["-m", "debug=smoke", "dataset.label_column=nope,label"],
                                      tmp_path, monkeypatch, capsys)
@@ -173,6 +175,7 @@ def test_a_failing_sweep_cell_does_not_stop_the_sweep(tmp_path, monkeypatch, cap
     assert statuses["0"].startswith("failed: dataset 'toy'") and statuses["1"] == "ok"
 
 
+@pytest.mark.heavy
 def test_a_failing_cell_under_the_joblib_launcher_fails_the_sweep(tmp_path, monkeypatch, capsys):
     """A joblib worker is another process: the failure is read back from the cell's metrics.json."""
     code, _, err = distil_in_process(["-m", "debug=smoke", "hydra/launcher=joblib", "hydra.launcher.n_jobs=1",
@@ -183,6 +186,7 @@ def test_a_failing_cell_under_the_joblib_launcher_fails_the_sweep(tmp_path, monk
                                                                f"metrics.json): {failed.relative_to(tmp_path)}")
 
 
+@pytest.mark.heavy
 def test_a_failing_cell_under_the_submitit_local_launcher_fails_the_sweep(tmp_path, monkeypatch, capsys):
     """submitit_local (hydra-submitit-launcher, the local twin of submitit_slurm) runs every cell as a job
     in a process of its own, which submitit reports as completed: the failure is read back from the cell's
@@ -285,6 +289,7 @@ def test_a_run_starts_from_u_0_1_and_trains_the_unk_row_unseen_tokens_read(tmp_p
     assert not torch.allclose(before, saved.model(*model_inputs_for(ids))["logits"])
 
 
+@pytest.mark.heavy
 def test_a_full_vocabulary_gives_every_teacher_wordpiece_its_own_row(tmp_path, monkeypatch, capsys):
     """student.vocabulary=full (XtremeDistil §3-4: mBERT's whole vocabulary, SVD-reduced): one row per
     teacher wordpiece, so a test wordpiece the training data never holds reads its own row, not [UNK];

@@ -108,6 +108,7 @@ def test_bad_input_is_one_line_naming_the_subcommand(args, message, tmp_path, mo
     assert len(err.strip().splitlines()) == 1 and err.startswith(message), err
 
 
+@pytest.mark.heavy
 def test_table_frontier_targets_writes_the_targets(tmp_path, monkeypatch, capsys):
     """make frontier's last step (scripts/frontier_targets.py before): with no run done, nothing is measured."""
     monkeypatch.setenv("DISTIL_OUTPUTS", str(tmp_path / "outputs"))

@@ -45,6 +45,7 @@ def shard_bytes(path: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted(path.glob("*.safetensors"))}
 
 
+@pytest.mark.heavy
 def test_torchrun_fine_tunes_caches_and_distils_as_one_process_would(tmp_path):
     """Two processes (one torchrun launch, ~15 s: the two checks share it): the teacher fine-tuned on split
     batches, the cache built by both, a Transformer student; one run directory, one metrics.json, rank 0's

@@ -303,6 +303,7 @@ def test_the_docs_show_commands():
     assert sum(1 for path in DOCS for c in shell_lines(path) if c.text.startswith(("distil", "make"))) >= 10
 
 
+@pytest.mark.heavy
 def test_every_documented_command_parses(project, monkeypatch):
     monkeypatch.chdir(project)  # relative config folders (--config-dir myconf) are the reader's
     monkeypatch.delenv("DISTIL_CONFIG_DIR", raising=False)

@@ -121,6 +121,7 @@ def exported(tmp_path_factory, tokenizer):
 
 
 @pytest.mark.parametrize("name,task_name", CASES, ids=[f"{name}-{task}" for name, task in CASES])
+@pytest.mark.heavy
 def test_every_student_family_exports_with_free_batch_and_length(name, task_name, exported):
     """ONNX Runtime gives PyTorch's logits and predictions on batches of 2, of 6 and of 1 text, padded, of
     other sizes than the export's example; and the representation where the student has one."""
@@ -147,6 +148,7 @@ def test_every_student_family_exports_with_free_batch_and_length(name, task_name
 
 
 @pytest.mark.parametrize("task_name", ["classification", "pair"])
+@pytest.mark.heavy
 def test_a_static_student_served_as_bags_encodes_on_every_backend(task_name, tokenizer, tmp_path):
     """A static student serves bags, which skip its side representation head; its export keeps the head,
     so the ONNX files give torch's representation (a pair's per sentence), the int8 one close to it."""
@@ -193,6 +195,7 @@ def test_an_export_without_the_representation_says_to_export_again(tokenizer, tm
 
 
 @pytest.mark.parametrize("layers", [1, 2])
+@pytest.mark.heavy
 def test_the_exported_encoder_gives_the_training_encoders_outputs(layers, tmp_path):
     """The ONNX LSTM operators ExportEncoder exports give the training encoder's states (zeros at padding)
     and last states, on batches of other sizes than the export's example: without padding (the
@@ -233,6 +236,7 @@ def test_exportable_copies_and_leaves_the_student_as_it_was():
         torch.testing.assert_close(copy(*inputs)["logits"], model.eval()(*inputs)["logits"], atol=1e-6, rtol=0)
 
 
+@pytest.mark.heavy
 def test_a_transformer_serves_a_pair_as_it_trained_on_it(tokenizer, tmp_path):
     """The run's student (its second segment from [SEP] on, as run/pipeline.py builds it) against the saved
     student read back and its export: the same logits on pairs. (Served with every position in segment 0,
@@ -330,6 +334,7 @@ def test_the_onnx_server_takes_tensors_or_arrays_and_says_what_is_wrong(exported
     assert str(damaged.value).endswith("); export it again with `distil export <run dir>`")
 
 
+@pytest.mark.heavy
 def test_distil_export_on_a_smoke_run(tmp_path, monkeypatch, capsys):
     """`distil export RUN_DIR --int8` writes both files beside the student and prints the check on the
     test split: ONNX Runtime agrees with PyTorch on every prediction, at the score the run recorded."""
@@ -417,6 +422,7 @@ def test_distil_export_refuses_what_is_no_run_with_a_student_in_one_line(case, t
     assert sorted(tmp_path.rglob("*")) == before  # nothing written
 
 
+@pytest.mark.heavy
 def test_a_graph_of_another_export_version_is_refused_by_the_api_and_exported_again_by_a_table(tokenizer, tmp_path):
     import onnx
 

@@ -47,6 +47,7 @@ WU = {"wu-table1": {"BiLSTM": "BiLSTM (our implementation)", "SRA": "BiLSTM_SRA 
 
 @pytest.mark.parametrize("name", sorted(WU))
 @pytest.mark.parametrize("scale", ["cpu", pytest.param("paper", marks=pytest.mark.slow)])
+@pytest.mark.heavy
 def test_wu_kd_rows_read_the_labeled_set_as_the_bilstm_and_sra_rows(name, scale):
     rows, cells = WU[name], composed_cells(name, scale)
     columns = sorted({column for _, column in cells}, key=str)
@@ -82,6 +83,7 @@ TANG = "tang-table1"
 LABELS_ONLY, LOGITS_ONLY = "BiLSTM (labels only)", "BiLSTM_SOFT (logits on labels only)"
 
 
+@pytest.mark.heavy
 def test_tang_every_row_trains_at_the_distilled_rows_batch_with_one_step_minimum():
     """Before: the labels-only row alone had min_steps=300, and on the pairs a batch of 32 (d0 reads the
     siamese student's default) where the distilled rows had schedule=bilstm-soft's 50."""
@@ -124,6 +126,7 @@ def test_tang_distilled_row_reads_every_augmented_copy_and_the_real_rows_as_many
     assert cells[("BiLSTM_SOFT (labels + augmented + real unlabeled)", "SST-2")].augment.max_examples is None
 
 
+@pytest.mark.heavy
 def test_mukherjee_table6_paper_scale_labels_every_imdb_training_review_and_reads_the_official_test():
     """Their IMDB row fine-tunes on the labeled train set (25,000; here 24,000 beside the 1,000 dev
     reviews) and scores on the 25,000 test reviews: 12,500 per class cannot be drawn after dev."""
@@ -136,6 +139,7 @@ def test_mukherjee_table6_paper_scale_labels_every_imdb_training_review_and_read
 
 @pytest.mark.parametrize("name", ["mukherjee-table8", "mukherjee-table10", "mukherjee-table12"])
 @pytest.mark.parametrize("scale", ["cpu", "paper"])
+@pytest.mark.heavy
 def test_mukherjee_wordpiece_students_keep_the_teachers_whole_vocabulary(name, scale):
     """M&A §6 (Table 7): "wordpiece tokenization with 30K fixed vocabulary size": the wordpiece students
     of Tables 8, 10 and 12 (with and without distillation, every schedule) keep every teacher wordpiece, not

@@ -69,6 +69,7 @@ def test_deployed_rows_read_the_timing_of_their_form_and_a_peer_shows_none(tmp_p
 
 
 @pytest.mark.parametrize("name,task_name", [("transformer-base", "classification"), ("sra", "pair")])
+@pytest.mark.heavy
 def test_int8_quantises_a_transformer_and_an_sra_student(name, task_name, tmp_path):
     """ONNX Runtime's symbolic shape inference stopped short on these graphs (a length capped by
     max_length); every frontier table has Transformer students, each quantised by the timing."""

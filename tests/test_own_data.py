@@ -255,6 +255,7 @@ def test_own_data_mistakes_are_one_line(tmp_path, monkeypatch, capsys, args, mes
     assert cache_files(tmp_path / "outputs") == []
 
 
+@pytest.mark.heavy
 def test_console_script_runs_own_dataset_by_name(tmp_path):
     """A new user: own directory as a relative DISTIL_CONFIG_DIR, the installed `distil`, their own cwd."""
     user_conf(tmp_path)

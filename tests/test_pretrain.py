@@ -73,6 +73,7 @@ def pretrain_cfg(**settings):
                                                checkpoint_every_seconds=0, **settings))
 
 
+@pytest.mark.heavy
 def test_masked_lm_loss_falls_and_the_artifact_reloads(smoke_cfg, tmp_path):
     tokenizer = tiny_tokenizer(smoke_cfg)
     store = ArtifactStore(tmp_path / "cache")
@@ -173,6 +174,7 @@ PD_ARGS = ["debug=smoke", "student=transformer-tiny", "pretrain.corpus=transfer"
            "pretrain.batch_size=8", "trainer.epochs=2"]
 
 
+@pytest.mark.heavy
 def test_pd_and_pdf_run_end_to_end_and_share_one_pretrained_student(tmp_path, monkeypatch, capsys):
     """pd pre-trains once; pdf (and a second task seed) reuse the artifact; pdf adds its labeled stage."""
     from tests.test_cli import distil_in_process

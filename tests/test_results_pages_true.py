@@ -20,6 +20,7 @@ def block(page: str, table: str) -> str:
     return page[start:] if end == -1 else page[start: start + 1 + end]
 
 
+@pytest.mark.heavy
 def test_the_committed_tang_page_is_what_the_recorded_cells_render(tmp_path, monkeypatch):
     monkeypatch.setenv("DISTIL_RESULTS", str(REPO / "results"))  # read only: no run here, so nothing is recorded
     monkeypatch.setenv("DISTIL_OUTPUTS", str(tmp_path / "outputs"))

@@ -77,6 +77,7 @@ def count_dev_scores(monkeypatch, kill_at: int | None = None) -> list[int]:
     (["dataset=toy-ner", "student=bilstm-tagger", "schedule=d4.2", "trainer.labels_only_epochs=4"],
      {5: "resuming d4.2 S1 (repr_kl) unfreeze bilstm at its start from"}),
 ])
+@pytest.mark.heavy
 def test_interrupted_schedule_resumes_to_identical_metrics(tmp_path, monkeypatch, args, kills):
     calls = count_dev_scores(monkeypatch)
     reference, _ = distil_in_process(tmp_path, monkeypatch, "reference", *args)
@@ -146,6 +147,7 @@ def test_nonfinite_loss_stops_fit_with_the_best_weights_so_far():
     assert all(torch.equal(model.state_dict()[k], v) for k, v in after_epoch_1.items())
 
 
+@pytest.mark.heavy
 def test_nonfinite_loss_stops_the_stage_and_names_the_epoch(tmp_path, monkeypatch):
     """d4.2 S2's first step gets a NaN loss in its second epoch: the record names it, S2's later
     steps are skipped, S3 still runs, and the step keeps its best weights (epoch 1)."""
@@ -254,6 +256,7 @@ def test_checkpoint_key_changes_with_what_changes_training(smoke_cfg):
         assert changed != base
 
 
+@pytest.mark.heavy
 def test_unreadable_checkpoint_is_reported_and_training_starts_over(tmp_path, monkeypatch):
     reference, _ = distil_in_process(tmp_path, monkeypatch, "reference", "schedule=d1")
     count_dev_scores(monkeypatch, kill_at=3)

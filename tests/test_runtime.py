@@ -155,6 +155,7 @@ DEV_LOSS_TOLERANCE = 0.01  # relative
 ACCURACY_TOLERANCE = 2 / 24  # two test sentences
 
 
+@pytest.mark.heavy
 def test_every_phase_runs_with_the_device_given_and_in_bf16_close_to_fp32(smoke_cfg, tmp_path):
     from distil.run.pipeline import run
 

@@ -313,6 +313,7 @@ def test_distil_predict_takes_a_device(smoke_cfg, tokenizer, tmp_path, capsys):
         assert capsys.readouterr().err.startswith("distil predict: error: runtime.device=cuda: this machine has no")
 
 
+@pytest.mark.heavy
 def test_serving_imports_no_training_loop():
     """distil predict loads the serving code alone (the tasks read their losses, nothing else of training)."""
     code = ("import sys, distil.cli.predict, distil.serve.student; "

@@ -55,6 +55,7 @@ def test_schedule_runs_end_to_end(tmp_path, monkeypatch, capsys, shared_cache, s
     ("toy", "sra", "sra"),
     ("toy", "transformer-tiny", "d3.2"),
 ])
+@pytest.mark.heavy
 def test_representation_schedules_on_every_task(tmp_path, monkeypatch, capsys, shared_cache, dataset, student,
                                                  schedule):
     metrics, _ = run(tmp_path, monkeypatch, capsys, shared_cache, f"schedule={schedule}", f"dataset={dataset}",

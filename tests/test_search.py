@@ -43,6 +43,7 @@ def test_the_best_is_the_highest_dev_score_within_both_limits_the_faster_of_equa
 
 
 @pytest.mark.parametrize("name", ["toy", "sst2"])
+@pytest.mark.heavy
 def test_shipped_search_presets_compose_every_choice(name):
     preset = load_search(name)
     check_space(preset)
@@ -121,6 +122,7 @@ def check_record(recorded, out, path, stdout: str) -> None:
     assert (docs / "figures" / "search-tiny-search.png").read_bytes() == (out / "pareto.png").read_bytes()
 
 
+@pytest.mark.heavy
 def test_a_search_runs_resumes_a_killed_trial_and_prunes_before_training(tmp_path, monkeypatch, capsys):
     """The first search is the real command (recorded); the next two run in this process (a few seconds less each)."""
     from optuna.trial import TrialState

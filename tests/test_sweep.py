@@ -3,6 +3,8 @@
 import json
 import os
 
+import pytest
+
 from distil.run.sweep import finished_metrics
 from tests.test_cli import distil_in_process
 
@@ -10,6 +12,7 @@ from tests.test_cli import distil_in_process
 FINISHED = {"status": "ok", "metric": "accuracy", "student": {"dev": {"accuracy": 0.5}}}
 
 
+@pytest.mark.heavy
 def test_a_rerun_sweep_skips_finished_cells_and_reruns_crashed_and_missing_ones(tmp_path, monkeypatch, capsys):
     from distil.run import pipeline
     from distil.tables.report import collect

@@ -28,10 +28,11 @@ REPO = Path(__file__).resolve().parent.parent
 SHIPPED = sorted(PRESET_DIR.glob("*.yaml"))
 
 
-# every preset at cpu scale in the default suite; the paper scale (hub teachers, 41 languages) with
+# every preset at cpu scale with the heavy tests (CI); the paper scale (hub teachers, 41 languages) with
 # the slow tests: composing both doubles the cost
 @pytest.mark.parametrize("scale", ["cpu", pytest.param("paper", marks=pytest.mark.slow)])
 @pytest.mark.parametrize("path", SHIPPED, ids=[p.stem for p in SHIPPED])
+@pytest.mark.heavy
 def test_every_shipped_preset_builds_its_sweep(path, scale):
     """The issue's "one test builds every table preset's sweep without running it": each loads,
     and each cell at each scale composes (expand composes it to key it)."""
@@ -464,7 +465,7 @@ def test_a_finished_cell_is_recorded_and_a_fresh_machine_reads_it_instead_of_run
                                               "all: 2 of 3 distinct cells done"]
 
 
-@pytest.mark.slow  # ~30 s; test_student_timing's timed table runs distil-table end to end in the default suite
+@pytest.mark.slow  # ~30 s; with the slow tests, as test_student_timing's timed table end to end
 def test_distil_table_end_to_end(tmp_path, monkeypatch, capsys):
     """2 rows x 1 column x 2 seeds run once; a second invocation runs none; a failing cell of another
     table is recorded while the rest of that table finishes, and a cell both tables name runs once."""

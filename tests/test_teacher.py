@@ -209,8 +209,9 @@ main()
 """
 
 
-# kill -9 mid-shard in the default suite; at a shard boundary (~12 s more) with the slow tests
+# kill -9 mid-shard with the heavy tests (CI); at a shard boundary (~12 s more) with the slow tests
 @pytest.mark.parametrize("where", [pytest.param("boundary", marks=pytest.mark.slow), "mid"])
+@pytest.mark.heavy
 def test_cache_killed_mid_build_resumes_byte_identical(tmp_path, where, monkeypatch, capsys):
     """kill -9 while caching; the next run keeps the finished shards and ends with the
     same bytes as a build that was never interrupted."""

@@ -28,6 +28,7 @@ def pretraining_key(cfg) -> str:
 
 @pytest.mark.parametrize("name", PRESETS)
 @pytest.mark.parametrize("scale", ["cpu", pytest.param("paper", marks=pytest.mark.slow)])  # composing is the cost
+@pytest.mark.heavy
 def test_every_cell_that_reads_pretraining_follows_the_run_seed(name, scale):
     preset = load_preset(name)
     keys: dict[tuple, dict[int, str]] = {}

@@ -51,6 +51,7 @@ def test_cpu_long_distils_the_minilm_teachers_mean_pooled_vector_and_the_others_
         assert compose_config("student=sra", f"agnostic={group}").agnostic.pooling == "cls", group
 
 
+@pytest.mark.heavy
 def test_table4_rows_vary_the_corpus_size_alone_at_one_update_count_and_held_out_set():
     preset = load_preset(TABLE4)
     assert preset.scales["cpu"].seeds == [1, 2, 3]
