@@ -33,6 +33,7 @@ def test_writes_markdown_and_csv(quick_run):
     assert not list(quick_run.glob("*.tmp"))  # atomic writes leave no temporaries behind
 
 
+@pytest.mark.heavy
 def test_csv_has_every_model_with_positive_measurements(quick_run):
     table = pd.read_csv(quick_run / "bench.csv")
     names = {spec.name for spec in (*bench.TEACHERS, *bench.STUDENTS)}
@@ -47,6 +48,7 @@ def test_csv_has_every_model_with_positive_measurements(quick_run):
     ("BiLSTM E300 H2x300", 30522, 300, 300),
     ("BiLSTM E50 H2x100", 119547, 50, 100),
 ])
+@pytest.mark.heavy
 def test_student_params_match_an_independently_built_model(quick_run, name, vocab, embedding, hidden):
     table = pd.read_csv(quick_run / "bench.csv")
     rows = table[table["model"] == name]
@@ -55,6 +57,7 @@ def test_student_params_match_an_independently_built_model(quick_run, name, voca
     assert (rows["vocab"] == vocab).all()
 
 
+@pytest.mark.heavy
 def test_tang_row_is_tangs_architecture(quick_run):
     """Tang Fig. 1 at the Table 2 sizes (E300, H2x150, ReLU layer 200) over bert-large's 30,522 wordpieces:
     embedding + 2 directions x (4 gates x H(E+H) + 2 x 4H biases) + ReLU layer + output, by hand."""
@@ -66,6 +69,7 @@ def test_tang_row_is_tangs_architecture(quick_run):
     assert list(rows["vs_teacher"]) == ["bert-base", "bert-large"]
 
 
+@pytest.mark.heavy
 def test_students_are_compared_with_teachers_sharing_their_vocabulary(quick_run):
     table = pd.read_csv(quick_run / "bench.csv")
     xtreme = table[table["model"] == "BiLSTM E50 H2x100"]
@@ -74,6 +78,7 @@ def test_students_are_compared_with_teachers_sharing_their_vocabulary(quick_run)
     assert xtreme["compression"].iloc[0] == pytest.approx(mbert_params / xtreme["params"].iloc[0], rel=1e-3)
 
 
+@pytest.mark.heavy
 def test_targets_section_judges_every_check(quick_run):
     text = (quick_run / "bench.md").read_text()
     assert "## Targets" in text
@@ -87,6 +92,7 @@ def test_targets_section_judges_every_check(quick_run):
         assert verdict in {"met", "not met"}
 
 
+@pytest.mark.heavy
 def test_csv_keeps_its_columns_and_adds_each_ratios_spread(quick_run):
     table = pd.read_csv(quick_run / "bench.csv")
     # Other readers find these by name: they stay, in this order, and the spread comes after them.
@@ -103,6 +109,7 @@ def test_csv_keeps_its_columns_and_adds_each_ratios_spread(quick_run):
     assert table.loc[table["kind"] == "teacher", "passes"].isna().all()
 
 
+@pytest.mark.heavy
 def test_targets_show_the_spread_and_the_overhead_is_interleaved(quick_run):
     section = (quick_run / "bench.md").read_text().split("## Targets", 1)[1]
     lines = [line for line in section.splitlines() if line.startswith("|")]

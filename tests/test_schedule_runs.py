@@ -33,6 +33,7 @@ PRETRAINED = ["student=transformer-tiny", "pretrain.corpus=transfer", "pretrain.
 
 
 @pytest.mark.parametrize("schedule", SCHEDULES)
+@pytest.mark.heavy
 def test_schedule_runs_end_to_end(tmp_path, monkeypatch, capsys, shared_cache, schedule):
     extra = PRETRAINED if schedule in ("pf", "pd", "pdf") else []
     if schedule in ("wu-sra", "wu-sra-kd"):  # Wu's task-agnostic SRA student, distilled on a few lines

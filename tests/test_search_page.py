@@ -94,6 +94,7 @@ def record_dir(root, frontier: str | None = "frontier-sst2"):
     return folder
 
 
+@pytest.mark.heavy
 def test_the_page_shows_a_recorded_search_and_its_verdicts_against_the_frontier(tmp_path):
     results, docs = tmp_path / "results", tmp_path / "docs"
     record_dir(results)

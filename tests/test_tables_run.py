@@ -535,6 +535,7 @@ def test_list_counts_runs_not_table_positions(tmp_path):
     assert run.distinct_runs(preset, "cpu") == 2 * 2 * 2  # the lr column is a run of its own; acc and p share one
 
 
+@pytest.mark.heavy
 def test_a_bench_table_passes_its_scales_overrides_to_its_command(tmp_path, monkeypatch, capsys):
     """wu-table5's distil-untuned gets Table 1's student (student.embedding_init=svd at cpu scale), so
     it reuses the task-agnostic SRA student those runs built instead of building a second one."""
@@ -562,6 +563,7 @@ def test_a_bench_table_passes_its_scales_overrides_to_its_command(tmp_path, monk
         assert untuned[group] == table1[group], group
 
 
+@pytest.mark.heavy
 def test_the_readme_pretrain_command_builds_the_wu_presets_student():
     """`distil pretrain student=sra` (the README's command, no other override) composes the teacher and
     student every Wu preset's cells read, so it builds their task-agnostic artifact, not a second."""
@@ -652,6 +654,7 @@ def test_only_cells_run_here_are_timed_a_recorded_cell_keeps_its_recorded_timing
     assert timed == [[here.key]] and elsewhere.recorded and not here.recorded
 
 
+@pytest.mark.heavy
 def test_the_default_job_stops_its_teacher_on_dev_and_every_table_cell_keeps_the_recorded_recipe():
     """conf/config.yaml's min_steps_while=at_majority is the default job's; a table cell pins the recipe
     its recorded teachers were fine-tuned with, at the schema default, so no cell's key moved."""

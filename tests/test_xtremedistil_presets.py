@@ -42,6 +42,7 @@ BUDGETS = {TABLE3: (32, 400, 60, 100, 3, 0.005), TABLE3_D2: (32, 400, 60, 100, 3
 
 
 @pytest.mark.parametrize("name", sorted(BUDGETS))
+@pytest.mark.heavy
 def test_every_row_trains_to_a_patience_stop_with_one_batch_and_step_minimum(name):
     cells = composed_cells(name)
     assert {budget(cfg) for cfg in cells.values()} == {BUDGETS[name]}, name
