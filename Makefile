@@ -22,10 +22,12 @@ install:  ## install distil (editable) with its dependencies and the offline tea
 demo:  ## the default run: minilm teacher -> BiLSTM student on BBC News, offline
 	distil
 
+# one process per core, long tests handed on as workers free up; bytecode caches on even where the shell
+# turns them off: pytest otherwise rewrites every test module again in each worker, ~6 s of every run
+PARALLEL_PYTEST = PYTHONDONTWRITEBYTECODE= $(PYTHON) -m pytest -q -n auto --dist worksteal
+
 test:  ## the default (fast, offline) test suite, one process per core
-	@# bytecode caches on even where the shell turns them off: pytest otherwise rewrites every test module
-	@# again in each worker, ~6 s of every run
-	PYTHONDONTWRITEBYTECODE= $(PYTHON) -m pytest -q -n auto --dist worksteal  # long tests finish while the short ones spread
+	$(PARALLEL_PYTEST)
 
 bench-suite:  ## time the default test suite (make test) on a quiet machine -> results/bench/bench-suite.{md,csv}
 	$(PYTHON) scripts/time_suite.py
@@ -34,7 +36,7 @@ bench-fresh-clone:  ## time `make install demo` from a fresh clone and venv of t
 	$(PYTHON) scripts/time_fresh_clone.py
 
 test-heavy:  ## the heavy tests CI runs after `make test`: whole commands end to end (multirun, search, torchrun, export), every preset composed
-	PYTHONDONTWRITEBYTECODE= $(PYTHON) -m pytest -q -n auto --dist worksteal -m 'heavy and not slow and not gpu'
+	$(PARALLEL_PYTEST) -m 'heavy and not slow and not gpu'
 
 test-slow:  ## slow tests: reproduction runs on real data, the kill-and-resume test, benchmark commands, the wheel install
 	$(PYTHON) -m pytest -q -m slow
