@@ -341,3 +341,17 @@ def test_distil_pretrain_runs_on_the_runtime_it_is_given_and_bf16_builds_its_own
     assert sorted(spec.get("precision", "fp32") for spec in specs) == ["bf16", "fp32"]
     code, _, err = distil_in_process([*args, "runtime.precision=fp16"], tmp_path, monkeypatch, capsys)
     assert code == 2 and "runtime.precision=fp16 needs a CUDA GPU" in err.strip().splitlines()[-1]
+
+
+def test_distil_pretrain_takes_trainer_threads(monkeypatch):
+    """`distil pretrain trainer.threads=1` builds on one CPU thread, as a run does: left at torch's
+    default it crowded the job beside it (a 1-thread table cell) and both slowed ~3x."""
+    import distil.cli.pretrain as command
+
+    before = torch.get_num_threads()
+    monkeypatch.setattr(command, "_build", lambda cfg, overrides: torch.get_num_threads())
+    try:
+        assert command.build(["student=sra", "trainer.threads=1"]) == 1
+        assert command.build(["student=sra", "trainer.threads=2"]) == 2
+    finally:
+        torch.set_num_threads(before)

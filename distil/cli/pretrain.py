@@ -12,7 +12,8 @@ loss curve (training and held-out loss by step) beside the unigram level, the lo
 the corpus's wordpiece frequencies without context: choose a budget (pretrain=cpu-long,
 pretrain.steps=...) where the held-out loss is well below it and has stopped falling much.
 It runs on runtime.device (a GPU when there is one) in runtime.precision; a precision other than
-fp32 builds an artifact of its own.
+fp32 builds an artifact of its own. On the CPU it takes trainer.threads threads, as a run does
+(trainer.threads=1 beside another job on 2 cores).
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ def build(overrides: list[str]):
     runtime (runtime.device, runtime.precision), active for the whole build."""
     from distil.common.runtime import Runtime, use
     from distil.config.compose import compose_run_config
+    from distil.run.pipeline import setup_runtime
     from distil.students.pretrained import PRETRAINABLE
 
     cfg = compose_run_config(overrides)
@@ -47,6 +49,10 @@ def build(overrides: list[str]):
         raise DistilError(f"student '{cfg.student.name}' ({cfg.student.kind}) has no task-independent pre-training; "
                           f"give student=transformer-* (masked LM, Turc et al.) or student=sra (Wu et al.)")
     runtime = Runtime.resolve(cfg.runtime.device, cfg.runtime.precision)
+    # trainer.threads as a run takes it: a build left at torch's default would crowd a job beside it
+    # (`distil pretrain ... trainer.threads=1` next to a `distil table --threads 1`). Each build seeds
+    # itself from its own setting (agnostic.seed, pretrain.seed); the run seed changes nothing here.
+    setup_runtime(cfg.trainer.threads, cfg.seed, runtime)
     log.info("distil pretrain on %s", runtime)  # what runs where
     with use(runtime):
         return _build(cfg, overrides)
