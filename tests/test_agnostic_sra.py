@@ -111,9 +111,14 @@ def test_one_command_builds_the_agnostic_student_and_two_tasks_reuse_it(tmp_path
     assert [round(h["loss"], 2) for h in history] == [0.42, 0.24, 0.12]
     assert [round(h["validation_loss"], 3) for h in history] == [0.311, 0.164, 0.072]
     # the run says where its student started and how well the stage approximated the teacher
-    pretrained = json.loads((tmp_path / "single" / "metrics.json").read_text())["student"]["pretrained"]
+    single = json.loads((tmp_path / "single" / "metrics.json").read_text())
+    pretrained = single["student"]["pretrained"]
     assert pretrained["source"] == f"agnostic/{built[0].name}"
     assert (pretrained["sentences"], round(pretrained["validation_loss"], 3)) == (270, 0.072)
+    # read from the cache, with its build's seconds: what the findings count once (distil.tables.costs)
+    manifest = json.loads((built[0] / "manifest.json").read_text())["info"]
+    assert (pretrained["reused"], pretrained["seconds"]) == (True, manifest["seconds"])
+    assert list(single["phases"]) == ["data", "teacher", "targets", "pretrained", "student"]
     weights = load_agnostic(built[0])
 
     def no_pretrained_teacher(*_args, **_kwargs):

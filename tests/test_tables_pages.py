@@ -149,8 +149,13 @@ def test_the_headline_time_counts_each_run_once_per_finding_and_over_the_set():
 
     records = [{"headline": 4, "runs": {"a": 600.0, "b": 1200.0}},  # two claims of finding 4 share run b
                {"headline": 4, "runs": {"b": 1200.0, "c": 300.0}},
-               {"headline": 7, "runs": {"c": 300.0, "d": 5400.0}},  # and finding 7 reads c too
+               # finding 7 reads c too, and a teacher and a pre-trained student (distil.tables.costs) that its
+               # runs read: the teacher's build counts once over the set, the student's was not recorded
+               {"headline": 7, "runs": {"c": 300.0, "d": 5400.0, "teacher/t": 660.0, "pretrained/p": None}},
+               {"headline": 8, "runs": {"teacher/t": 660.0}},
                {"headline": 9}]  # a record written before runs were kept: none
     assert headline_time(records) == (
-        "CPU minutes of the runs each finding reads (their metrics.json: a teacher or pre-trained student a run "
-        "built counts, one it read from the cache does not): 4: 35, 7: 95, 9: 0; 2.1 hours for the headline set.")
+        "CPU minutes of the runs each finding reads and of the teachers and pre-trained students they read, each "
+        "build counted once whoever built it (distil.tables.costs): 4: 35, 7: 106, 8: 11, 9: 0; 2.3 hours for the "
+        "headline set. Not counted: the build of 1 pre-trained student read by runs recorded before runs kept a "
+        "build's seconds, except inside a run that built one.")

@@ -143,6 +143,8 @@ def _run(cfg: Config, plan: RunPlan, run_dir: Path, choices: dict, overrides: li
         student, speed, dev_classes = peer.student, {}, {None: peer.dev_classes}
     else:
         start = student_start(cfg, plan, data, tokenizer, store)
+        if start is not None:  # its build (or load) apart from the student's training: distil.tables.costs
+            phases.lap("pretrained")
         student, speed, dev_classes = train_students(cfg, plan, data, prepared, views, teacher_vocab, model,
                                                      tokenizer, run_dir, start)
     phases.lap("student")
@@ -332,8 +334,8 @@ def student_start(cfg: Config, plan: RunPlan, data: TaskData, tokenizer,
     texts = [text for column in ("text", "text_pair") if column in transfer.column_names for text in transfer[column]]
     artifact = pretrained_transformer(cfg.pretrain, cfg.student, tokenizer, store, cfg.paths.data_dir, texts)
     encoder, _ = load_pretrained_encoder(artifact.path)
-    summary = {k: artifact.info.get(k) for k in ("steps", "sentences", "final_mlm_loss", "final_heldout_mlm_loss",
-                                                 "unigram_loss")}
+    summary = {**build_record(artifact), **{k: artifact.info.get(k) for k in (
+        "steps", "sentences", "final_mlm_loss", "final_heldout_mlm_loss", "unigram_loss")}}
     return PretrainedStart(encoder, cfg.student.num_layers, cfg.student.hidden_size, tokenizer.pad_token_id,
                            tokenizer.unk_token_id, f"pretrained/{artifact.key}", info=summary)
 
@@ -341,10 +343,17 @@ def student_start(cfg: Config, plan: RunPlan, data: TaskData, tokenizer,
 def agnostic_start(cfg: Config, store: ArtifactStore) -> PretrainedStart:
     """Wu et al.'s task-agnostic SRA student for this teacher (distil/pretrain/sra.py)."""
     artifact = agnostic_student(cfg.agnostic, cfg.teacher, cfg.student, cfg.hub_offline, store, cfg.paths.data_dir)
-    summary = {k: artifact.info.get(k) for k in ("sentences", "epochs", "final_loss", "validation_loss")}
+    summary = {**build_record(artifact), **{k: artifact.info.get(k) for k in ("sentences", "epochs", "final_loss",
+                                                                               "validation_loss")}}
     return PretrainedStart(load_agnostic(artifact.path), cfg.student.num_layers, cfg.student.hidden_size, PAD, UNK,
                            f"agnostic/{artifact.key}", embedding_key="encoder.embedding.weight", offset=2,
                            info=summary)
+
+
+def build_record(artifact) -> dict:
+    """Whether this run built the pre-trained student or read it from the cache, and the seconds its build
+    took (its manifest's): what a set of runs counts once (distil.tables.costs)."""
+    return {"reused": artifact.reused, "seconds": artifact.info.get("seconds")}
 
 
 def transformer_of(model: torch.nn.Module) -> TransformerStudent:

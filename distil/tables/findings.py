@@ -55,7 +55,8 @@ class Reading:
     difference: Difference | None  # mean(better) - mean(worse); None: a side has no number
     verdict: str
     why: str = ""  # for "not judged": what is missing
-    sides: tuple[dict[str, float], dict[str, float]] = ({}, {})  # each side's runs (cell key -> seconds)
+    sides: tuple[dict[str, float], dict[str, float]] = ({}, {})  # each side's runs (cell key -> own seconds)
+    builds: dict[str, float | None] = field(default_factory=dict)  # artifacts they read -> build seconds
 
     @property
     def runs(self) -> dict[str, float]:
@@ -84,14 +85,16 @@ class Judgement:
         return max(judged, key=VERDICTS.index) if judged else NOT_JUDGED
 
     @property
-    def runs(self) -> dict[str, float]:
-        """The runs the finding reads, each once: cell key -> the seconds of its metrics.json."""
-        return {key: seconds for reading in self.readings for key, seconds in reading.runs.items()}
+    def runs(self) -> dict[str, float | None]:
+        """The runs the finding reads and the artifacts they read, each once: cell key -> its run's seconds
+        without its builds, artifact key -> its build's seconds (None: not recorded; distil.tables.costs)."""
+        return {key: seconds for reading in self.readings for key, seconds in {**reading.builds,
+                                                                               **reading.runs}.items()}
 
     @property
     def minutes(self) -> float:
-        """The CPU time of the runs the finding reads (each run once)."""
-        return sum(self.runs.values()) / 60
+        """The CPU time of the runs the finding reads and of the builds they read, each once."""
+        return minutes_of(self.runs)
 
     @property
     def explanation(self) -> str:
@@ -132,6 +135,11 @@ class Judgement:
                             zip(nearest.seeds, paces, strict=True)) / 60
 
 
+def minutes_of(costs: dict[str, float | None]) -> float:
+    """The minutes of runs and builds, those without recorded seconds left out (the pages count them)."""
+    return sum(seconds for seconds in costs.values() if seconds is not None) / 60
+
+
 def verdict_of(difference: Difference) -> str:
     """The verdict of one judged difference (the margin already added)."""
     if difference.significant:
@@ -160,11 +168,12 @@ def judge(preset: TablePreset, finding: Finding, grid: dict, scale: str,
 
 def reading(finding: Finding, group: str | None, a, b, paper: tuple) -> Reading:
     sides = tuple({} if entry is None else dict(entry.runs) for entry in (a, b))
+    builds = {key: seconds for entry in (a, b) if entry is not None for key, seconds in entry.builds.items()}
     values = [[] if entry is None else entry.values for entry in (a, b)]
     seeds = (len(values[0]), len(values[1]))
     ours = tuple(sum(v) / len(v) if v else None for v in values)
     if not all(values):
-        return Reading(group, paper, ours, seeds, None, NOT_JUDGED, "not run", sides)
+        return Reading(group, paper, ours, seeds, None, NOT_JUDGED, "not run", sides, builds)
     raw = welch(values[0], values[1])
     improving = sum(entry.improving for entry in (a, b))
     if min(seeds) < MIN_SEEDS:
@@ -173,7 +182,7 @@ def reading(finding: Finding, group: str | None, a, b, paper: tuple) -> Reading:
         verdict, why = NOT_JUDGED, f"{improving} run{'s' * (improving > 1)} still improving"
     else:
         verdict, why = verdict_of(Difference(raw.estimate + finding.margin, raw.half_width, raw.degrees)), ""
-    return Reading(group, paper, ours, seeds, raw, verdict, why, sides)
+    return Reading(group, paper, ours, seeds, raw, verdict, why, sides, builds)
 
 
 def judgements(preset: TablePreset, grid: dict, scale: str, paper_value) -> list[Judgement]:
@@ -223,7 +232,7 @@ def to_judge_text(to_judge: tuple[str, float | None]) -> str:
     """"`distil table ...` (~12 CPU minutes at the pace of its runs so far, ...)", or without a run to time
     it by, the command and where its cost is."""
     command, minutes = to_judge
-    # a run's seconds leave out what it read from the cache (a teacher, a pre-trained student), which a new
+    # a run's own seconds leave out its teacher and pre-trained student (distil.tables.costs), which a new
     # seed may have to build: the pace says so rather than pass for the whole cost
     cost = (f"~{minutes:.0f} CPU minutes at the pace of its runs so far, besides any teacher or pre-trained "
             "student a new seed builds" if minutes is not None
@@ -244,7 +253,8 @@ def record(preset: TablePreset, found: list[Judgement]) -> list[dict]:
     return [{"table": preset.name, "paper": preset.paper, "table_title": f"{preset.table}: {preset.title}",
              "claim": j.finding.claim, "section": j.finding.section, "relation": claim_text(j.finding),
              "headline": j.finding.headline, "scale": j.scale, "verdict": j.verdict, "reason": j.reason,
-             "minutes": round(j.minutes, 1), "runs": {key: round(s, 1) for key, s in sorted(j.runs.items())},
+             "minutes": round(j.minutes, 1),
+             "runs": {key: None if s is None else round(s, 1) for key, s in sorted(j.runs.items())},
              "probe": j.finding.probe, "explanation": j.explanation,
              "to_judge": rounded(j.to_judge),
              "readings": [{"group": r.group, "paper": list(r.paper), "ours": list(r.ours), "seeds": list(r.seeds),

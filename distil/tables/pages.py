@@ -22,7 +22,7 @@ from distil.common.atomic import write_atomic
 from distil.common.markdown import to_markdown
 from distil.common.provenance import measured_on
 from distil.tables import ledger
-from distil.tables.findings import LEGEND, NOT_COMPARABLE, NOT_JUDGED, RANKED, RULE, VERDICTS, to_judge_text
+from distil.tables.findings import LEGEND, NOT_COMPARABLE, NOT_JUDGED, RANKED, RULE, VERDICTS, minutes_of, to_judge_text
 
 TABLE_MARK = "<!-- table: "
 FIGURES = "figures"
@@ -188,10 +188,14 @@ def headline_time(headline: list[dict]) -> str:
     for record in headline:
         runs.setdefault(record["headline"], {}).update(record.get("runs", {}))
     every = {key: seconds for found in runs.values() for key, seconds in found.items()}
-    each = ", ".join(f"{number}: {sum(found.values()) / 60:.0f}" for number, found in sorted(runs.items()))
-    return (f"CPU minutes of the runs each finding reads (their metrics.json: a teacher or pre-trained student "
-            f"a run built counts, one it read from the cache does not): {each}; {sum(every.values()) / 3600:.1f} "
-            f"hours for the headline set.")
+    each = ", ".join(f"{number}: {minutes_of(found):.0f}" for number, found in sorted(runs.items()))
+    unrecorded = sum(seconds is None for seconds in every.values())
+    return (f"CPU minutes of the runs each finding reads and of the teachers and pre-trained students they read, "
+            f"each build counted once whoever built it (distil.tables.costs): {each}; "
+            f"{minutes_of(every) / 60:.1f} hours for the headline set."
+            + (f" Not counted: the build of {unrecorded} pre-trained student{'s' * (unrecorded > 1)} read by runs "
+               "recorded before runs kept a build's seconds, except inside a run that built one."
+               if unrecorded else ""))
 
 
 def by_finding(headline: list[dict]) -> str:

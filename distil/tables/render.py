@@ -41,6 +41,7 @@ from distil.common.markdown import to_markdown
 from distil.errors import DistilError, check_choice
 from distil.tables import findings, orderings
 from distil.tables.cells import NOT_RUN, NOT_TIMED, runs_of, waiting
+from distil.tables.costs import run_costs
 from distil.tables.preset import BENCHES, DEPLOYED_READS, Axis, Cell, TablePreset, bench_csv, bench_record
 
 ERROR_CHARS = 60
@@ -63,7 +64,8 @@ class Sample:
     value: Any = None  # in the units shown (percent x100); a string for a non-numeric summary field
     error: str | None = None
     improving: bool = False  # the run that gave it stopped at an epoch cap while still improving (still_improving)
-    run: tuple[str, float] | None = None  # (its cell's key, the seconds that run took), where it has one
+    run: tuple[str, float] | None = None  # (its cell's key, its run's seconds without its builds), where it has one
+    builds: dict[str, float | None] = field(default_factory=dict)  # what its run read: artifact -> build seconds
 
 
 @dataclass
@@ -74,7 +76,8 @@ class Entry:
     texts: list[str] = field(default_factory=list)  # non-numeric values ("varies")
     errors: list[str] = field(default_factory=list)
     improving: int = 0  # seeds whose number comes from a run stopped at a cap while still improving
-    runs: dict[str, float] = field(default_factory=dict)  # cell key -> the seconds its run took
+    runs: dict[str, float] = field(default_factory=dict)  # cell key -> its run's seconds without its builds
+    builds: dict[str, float | None] = field(default_factory=dict)  # artifact its runs read -> build seconds
 
     @property
     def failed(self) -> int:
@@ -217,10 +220,10 @@ def cell_problem(cell: Cell) -> str | None:
 
 def cell_samples(preset: TablePreset, cell: Cell) -> list[Sample]:
     samples = samples_of(preset, cell)
-    seconds = (cell.metrics or {}).get("seconds")
-    if isinstance(seconds, int | float):
+    own, builds = run_costs(cell.metrics or {})
+    if own is not None:
         for sample in samples:
-            sample.run = (cell.key, float(seconds))
+            sample.run, sample.builds = (cell.key, own), builds
     return samples
 
 
@@ -466,6 +469,7 @@ def aggregate(samples: list[Sample]) -> dict[tuple[str, str | None], Entry]:
         entry.improving += s.improving and s.error is None
         if s.run is not None and s.error is None:
             entry.runs[s.run[0]] = s.run[1]
+            entry.builds.update(s.builds)
         if s.error is not None:
             entry.errors.append(s.error)
         elif isinstance(s.value, str):
