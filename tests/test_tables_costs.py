@@ -53,4 +53,3 @@ def test_a_finding_counts_a_build_once_whoever_built_it():
     judgement = Judgement(Finding(claim="x", better="b", worse="a"), "cpu", [reading])
     assert judgement.minutes == pytest.approx((700 + 400 + 300 + 3000) / 60)
     assert reading.paces == (700.0, 400.0)  # a new seed's pace leaves the builds out
-
