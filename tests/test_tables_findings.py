@@ -170,3 +170,41 @@ def test_a_claim_short_of_runs_names_the_command_that_judges_it_and_its_cost_at_
     _, record = findings_of(tmp_path, table(Finding(claim="y", better="soft", worse="hard", groups=["SST-2"])),
                             improving)
     assert (record[0]["verdict"], record[0]["to_judge"]) == ("not judged", None)
+
+
+def test_a_consistent_claim_gives_the_seeds_a_side_that_would_separate_it_and_their_runs_minutes(tmp_path):
+    """IMDB's +1.03 (std 0.79 and 1.39 over 3 seeds) would need 21 seeds a side (seeds_to_separate):
+    18 more a side at a minute a seed, 36 CPU minutes; the claim's other groups plan nothing."""
+    cells = [run(c.row, c.column, c.seed, c.metrics["student"]["test"]["accuracy"]) for c in CELLS]
+    for cell in cells:
+        cell.metrics["seconds"] = 60.0
+    text, record = findings_of(tmp_path, table(SOFT), cells)
+    assert [r["needed"] for r in record[0]["readings"]] == [None, 21, None]
+    assert record[0]["to_separate"] == [21, 36]
+    assert ("   - to separate it: ~21 seeds a side to find it significant 80% of the time, were this difference "
+            "and spread the true ones; ~36 CPU minutes of runs at their pace so far, besides any teacher or "
+            "pre-trained student a new seed builds") in text.splitlines()
+    # reproduced, or reversed: no plan
+    _, record = findings_of(tmp_path, table(Finding(claim="r", better="soft", worse="hard", groups=["SST-2"])), cells)
+    assert (record[0]["verdict"], record[0]["to_separate"]) == ("reproduced", None)
+    _, record = findings_of(tmp_path, table(Finding(claim="i", better="hard", worse="soft", groups=["IMDB"])), cells)
+    assert (record[0]["verdict"], record[0]["to_separate"]) == ("inconclusive", None)
+
+
+def test_a_choice_on_dev_costs_every_option_it_read(tmp_path):
+    """With `select`, a seed's number is its best option on dev, but every option ran: the finding's
+    minutes and a new seed's pace count both learning rates (60 s the chosen, 30 s the other)."""
+    cells = []
+    for column in COLUMNS:
+        for seed in (1, 2, 3):
+            for choice, dev, seconds in (("trainer.lr=5e-4", 0.70, 60.0), ("trainer.lr=1e-3", 0.60, 30.0)):
+                cell = run("SST-2", column, seed, 0.8 + seed / 100 + (column == "soft") / 10)
+                cell.key, cell.choice = f"{cell.key}-{choice}", choice
+                cell.metrics.update(seconds=seconds)
+                cell.metrics["student"]["dev"] = {"accuracy": dev}
+                cells.append(cell)
+    preset = table(Finding(claim="s", better="soft", worse="hard", groups=["SST-2"]))
+    preset.select = {"over": ["trainer.lr=5e-4", "trainer.lr=1e-3"], "by": "student.dev.accuracy"}
+    _, record = findings_of(tmp_path, preset, cells)
+    assert record[0]["minutes"] == 6 * 90 / 60
+    assert len(record[0]["runs"]) == 12

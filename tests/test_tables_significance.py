@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from distil.tables.significance import pooled, t_quantile, welch
+from distil.tables.significance import pooled, seeds_to_separate, t_quantile, welch
 
 
 def test_the_critical_value_is_the_t_quantile_not_two():
@@ -45,3 +45,33 @@ def test_no_spread_on_either_side_counts_any_difference():
 def test_the_pooled_form_uses_the_group_variance_and_its_degrees():
     d = pooled([2.0, 2.0], [1.0, 1.0], variance=0.5, degrees=10)
     assert d.half_width == pytest.approx(2.228139 * 0.5 ** 0.5, abs=1e-6)
+
+
+def test_the_seeds_to_separate_a_difference_are_the_fewest_where_the_t_approximation_reaches_80_percent():
+    """Wu Table 1's SST-2 gap at 3 seeds (+1.50, std 1.79 and 1.48): 20 seeds a side, not 19."""
+    from scipy.stats import t
+
+    def reaches(n, d=1.5, a=1.79, b=1.48):
+        df = (n - 1) * (a * a + b * b) ** 2 / (a ** 4 + b ** 4)
+        return (t.ppf(0.975, df) + t.ppf(0.80, df)) * ((a * a + b * b) / n) ** 0.5 <= d
+
+    assert seeds_to_separate(1.5, 1.79, 1.48) == 20 and reaches(20) and not reaches(19)
+    assert seeds_to_separate(-1.5, 1.79, 1.48) == 20  # the size of the gap, either way
+    assert seeds_to_separate(0.86, 0.63, 0.25) == 7
+    assert seeds_to_separate(1.0, 0.0, 0.0) == 2  # no spread: the fewest seeds that have one
+    assert seeds_to_separate(0.0, 1.0, 1.0) is None  # no difference: no number of seeds
+    assert seeds_to_separate(0.01, 3.0, 3.0) is None  # over a thousand a side
+
+
+def test_at_the_seeds_to_separate_welchs_test_finds_the_difference_about_80_percent_of_the_time():
+    """Simulated: normal seeds with the planned difference and spreads, Welch's 95% test at that n
+    (scipy's, on 20,000 draws at once: the test `welch` passes, test_welch_interval_matches_...)."""
+    import numpy as np
+    from scipy.stats import ttest_ind
+
+    n = seeds_to_separate(1.5, 1.79, 1.48)
+    rng = np.random.default_rng(0)
+    a = rng.normal(1.5, 1.79, size=(20000, n))
+    b = rng.normal(0.0, 1.48, size=(20000, n))
+    found = ttest_ind(a, b, axis=1, equal_var=False).pvalue < 0.05
+    assert found.mean() == pytest.approx(0.80, abs=0.01)

@@ -25,11 +25,12 @@ from __future__ import annotations
 
 import functools
 import shlex
+import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from distil.tables.preset import Finding, TablePreset
-from distil.tables.significance import CONFIDENCE, Difference, welch
+from distil.tables.significance import CONFIDENCE, POWER, Difference, seeds_to_separate, welch
 
 MIN_SEEDS = 3
 VERDICTS = ("reproduced", "consistent", "inconclusive", "contradicts")  # best first
@@ -57,6 +58,7 @@ class Reading:
     why: str = ""  # for "not judged": what is missing
     sides: tuple[dict[str, float], dict[str, float]] = ({}, {})  # each side's runs (cell key -> own seconds)
     builds: dict[str, float | None] = field(default_factory=dict)  # artifacts they read -> build seconds
+    needed: int | None = None  # consistent: the seeds a side that would separate it (seeds_to_separate)
 
     @property
     def runs(self) -> dict[str, float]:
@@ -65,8 +67,18 @@ class Reading:
 
     @property
     def paces(self) -> tuple[float | None, float | None]:
-        """Each side's seconds a run (None: none timed)."""
-        return tuple(sum(side.values()) / len(side) if side else None for side in self.sides)
+        """Each side's seconds a seed, every run its number needed (None: none timed)."""
+        return tuple(sum(side.values()) / seeds if side and seeds else None
+                     for side, seeds in zip(self.sides, self.seeds, strict=True))
+
+    def minutes_for(self, seeds: int) -> float | None:
+        """The CPU minutes of the runs that would bring each side to `seeds` seeds, each side at its pace
+        (a side not timed yet at the other's; None: neither timed)."""
+        timed = [pace for pace in self.paces if pace is not None]
+        if not timed:
+            return None
+        paces = [timed[0] if pace is None else pace for pace in self.paces]
+        return sum(max(0, seeds - have) * pace for have, pace in zip(self.seeds, paces, strict=True)) / 60
 
 
 @dataclass
@@ -126,13 +138,22 @@ class Judgement:
         group = [nearest.group] if nearest.group in self.labels else []
         command = " ".join(["distil table", self.table, *(f"--only {shlex.quote(label)}" for label in
                                                            [*group, self.finding.better, self.finding.worse])])
-        # each side's missing runs at that side's pace (a side not timed yet at the other's)
-        timed = [pace for pace in nearest.paces if pace is not None]
-        if not timed:
-            return command, None
-        paces = [timed[0] if pace is None else pace for pace in nearest.paces]
-        return command, sum(max(0, MIN_SEEDS - seeds) * pace for seeds, pace in
-                            zip(nearest.seeds, paces, strict=True)) / 60
+        return command, nearest.minutes_for(MIN_SEEDS)
+
+    @property
+    def to_separate(self) -> tuple[int | None, float | None] | None:
+        """For a consistent claim (the paper's direction, not significant): the seeds a side at which
+        every consistent group would separate with POWER's chance, were its difference and spread the
+        true ones (None: more than seeds_to_separate's most), and the CPU minutes of the runs that adds
+        (None: not timed, or no such count); None for any other verdict."""
+        if self.verdict != VERDICTS[1]:
+            return None
+        wanting = [r for r in self.readings if r.verdict == VERDICTS[1]]
+        if any(r.needed is None for r in wanting):
+            return None, None
+        seeds = max(r.needed for r in wanting)
+        minutes = [r.minutes_for(seeds) for r in wanting]
+        return seeds, None if None in minutes else sum(minutes)
 
 
 def minutes_of(costs: dict[str, float | None]) -> float:
@@ -182,7 +203,9 @@ def reading(finding: Finding, group: str | None, a, b, paper: tuple) -> Reading:
         verdict, why = NOT_JUDGED, f"{improving} run{'s' * (improving > 1)} still improving"
     else:
         verdict, why = verdict_of(Difference(raw.estimate + finding.margin, raw.half_width, raw.degrees)), ""
-    return Reading(group, paper, ours, seeds, raw, verdict, why, sides, builds)
+    needed = (seeds_to_separate(raw.estimate + finding.margin, *map(statistics.stdev, values))
+              if verdict == VERDICTS[1] else None)
+    return Reading(group, paper, ours, seeds, raw, verdict, why, sides, builds, needed)
 
 
 def judgements(preset: TablePreset, grid: dict, scale: str, paper_value) -> list[Judgement]:
@@ -225,6 +248,8 @@ def block(found: list[Judgement], fmt: Callable[..., str]) -> str:
         lines += [f"   - at {judgement.scale} scale: {judgement.explanation}"] if judgement.explanation else []
         if step := judgement.to_judge:
             lines.append(f"   - to judge it: {to_judge_text(step)}")
+        if plan := judgement.to_separate:
+            lines.append(f"   - to separate it: {to_separate_text(plan)}")
     return "\n".join(lines)
 
 
@@ -240,8 +265,20 @@ def to_judge_text(to_judge: tuple[str, float | None]) -> str:
     return f"`{command}` ({cost})"
 
 
+def to_separate_text(plan: tuple[int | None, float | None]) -> str:
+    """"~20 seeds a side to find it significant 80% of the time ...; ~40 CPU minutes ...", or that no plan
+    of seeds would."""
+    seeds, minutes = plan
+    if seeds is None:
+        return "more seeds than a plan can hold (over a thousand a side) at this difference and spread"
+    cost = (f"; ~{minutes:.0f} CPU minutes of runs at their pace so far, besides any teacher or pre-trained "
+            "student a new seed builds" if minutes is not None else "")
+    return (f"~{seeds} seeds a side to find it significant {POWER:.0%} of the time, were this difference and "
+            f"spread the true ones{cost}")
+
+
 def rounded(to_judge: tuple[str, float | None] | None) -> list | None:
-    """The command and its whole minutes, as the findings record keeps them."""
+    """A plan (a command, or seeds a side) and its whole minutes, as the findings record keeps them."""
     if to_judge is None:
         return None
     command, minutes = to_judge
@@ -257,9 +294,10 @@ def record(preset: TablePreset, found: list[Judgement]) -> list[dict]:
              "runs": {key: None if s is None else round(s, 1) for key, s in sorted(j.runs.items())},
              "probe": j.finding.probe, "explanation": j.explanation,
              "to_judge": rounded(j.to_judge),
+             "to_separate": rounded(j.to_separate),
              "readings": [{"group": r.group, "paper": list(r.paper), "ours": list(r.ours), "seeds": list(r.seeds),
                            "difference": None if r.difference is None else r.difference.estimate,
                            "low": None if r.difference is None else r.difference.low,
                            "high": None if r.difference is None else r.difference.high,
-                           "verdict": r.verdict, "why": r.why} for r in j.readings]}
+                           "verdict": r.verdict, "why": r.why, "needed": r.needed} for r in j.readings]}
             for j in found]

@@ -22,7 +22,17 @@ from distil.common.atomic import write_atomic
 from distil.common.markdown import to_markdown
 from distil.common.provenance import measured_on
 from distil.tables import ledger
-from distil.tables.findings import LEGEND, NOT_COMPARABLE, NOT_JUDGED, RANKED, RULE, VERDICTS, minutes_of, to_judge_text
+from distil.tables.findings import (
+    LEGEND,
+    NOT_COMPARABLE,
+    NOT_JUDGED,
+    RANKED,
+    RULE,
+    VERDICTS,
+    minutes_of,
+    to_judge_text,
+    to_separate_text,
+)
 
 TABLE_MARK = "<!-- table: "
 FIGURES = "figures"
@@ -222,6 +232,7 @@ def not_reproduced(records: list[dict]) -> str:
         parts += [f"scale probe: [{probe}]({paper_of(probe)}.md)"] if probe else []
         parts += [record["explanation"].rstrip(".")] if record.get("explanation") else []  # joined with ". "
         parts += [f"To judge it: {to_judge_text(record['to_judge'])}"] if record.get("to_judge") else []
+        parts += [f"To separate it: {to_separate_text(record['to_separate'])}"] if record.get("to_separate") else []
         lines.append(f"- **{record['headline']}**, *{record['claim']}* ([{record['table']}]"
                      f"({paper_of(record['table'])}.md)): " + ". ".join(parts))
     return "\n".join(lines)

@@ -64,7 +64,8 @@ class Sample:
     value: Any = None  # in the units shown (percent x100); a string for a non-numeric summary field
     error: str | None = None
     improving: bool = False  # the run that gave it stopped at an epoch cap while still improving (still_improving)
-    run: tuple[str, float] | None = None  # (its cell's key, its run's seconds without its builds), where it has one
+    # the runs it needed (its cell's, or with `select` every option's): cell key -> seconds without its builds
+    runs: dict[str, float] = field(default_factory=dict)
     builds: dict[str, float | None] = field(default_factory=dict)  # what its run read: artifact -> build seconds
 
 
@@ -76,7 +77,7 @@ class Entry:
     texts: list[str] = field(default_factory=list)  # non-numeric values ("varies")
     errors: list[str] = field(default_factory=list)
     improving: int = 0  # seeds whose number comes from a run stopped at a cap while still improving
-    runs: dict[str, float] = field(default_factory=dict)  # cell key -> its run's seconds without its builds
+    runs: dict[str, float] = field(default_factory=dict)  # the runs its numbers needed: cell key -> seconds
     builds: dict[str, float | None] = field(default_factory=dict)  # artifact its runs read -> build seconds
 
     @property
@@ -182,14 +183,14 @@ def table_samples(preset: TablePreset, cells: list[Cell], out_dir: Path, scale: 
         return data_samples(preset, scale)
     if preset.kind == "bench":
         return bench_samples(preset, bench_csv(out_dir, preset.bench))
-    if preset.select:
-        cells = selected_on_dev(preset, cells)
-    return [sample for cell in cells for sample in cell_samples(preset, cell)]
+    chosen = selected_on_dev(preset, cells) if preset.select else [(cell, [cell]) for cell in cells]
+    return [sample for cell, needed in chosen for sample in cell_samples(preset, cell, needed)]
 
 
-def selected_on_dev(preset: TablePreset, cells: list[Cell]) -> list[Cell]:
-    """Per (row, column, seed), the run whose `select.by` (a dev score) is best among its options;
-    until every option has finished, a cell saying how many have (the choice waits for all)."""
+def selected_on_dev(preset: TablePreset, cells: list[Cell]) -> list[tuple[Cell, list[Cell]]]:
+    """Per (row, column, seed), the run whose `select.by` (a dev score) is best among its options, with
+    every option (what the choice cost); until every option has finished, a cell saying how many have
+    (the choice waits for all)."""
     groups: dict[tuple, list[Cell]] = {}
     for cell in cells:
         groups.setdefault((cell.row, cell.column, cell.seed), []).append(cell)
@@ -199,10 +200,10 @@ def selected_on_dev(preset: TablePreset, cells: list[Cell]) -> list[Cell]:
         scored = [(value, cell) for cell in options if cell_problem(cell) is None
                   and isinstance(value := dev_score(cell.metrics, path), int | float)]
         if len(scored) < len(options):
-            chosen.append(Cell(row, column, seed, [], options[0].key,
-                               error=f"{NOT_RUN}: {len(scored)} of {len(options)} runs to select from"))
+            chosen.append((Cell(row, column, seed, [], options[0].key,
+                                error=f"{NOT_RUN}: {len(scored)} of {len(options)} runs to select from"), []))
             continue
-        chosen.append(max(scored, key=lambda pair: pair[0])[1])  # ties: the first option
+        chosen.append((max(scored, key=lambda pair: pair[0])[1], options))  # ties: the first option
     return chosen
 
 
@@ -218,12 +219,18 @@ def cell_problem(cell: Cell) -> str | None:
     return status if status.startswith("failed") else f"failed: status {status}"
 
 
-def cell_samples(preset: TablePreset, cell: Cell) -> list[Sample]:
+def cell_samples(preset: TablePreset, cell: Cell, needed: list[Cell]) -> list[Sample]:
+    """The cell's numbers, each costed at the runs it needed (the cell's own, or with `select` every
+    option the choice read) and the artifacts they read (distil.tables.costs)."""
     samples = samples_of(preset, cell)
-    own, builds = run_costs(cell.metrics or {})
-    if own is not None:
-        for sample in samples:
-            sample.run, sample.builds = (cell.key, own), builds
+    runs, builds = {}, {}
+    for run in needed:
+        own, read = run_costs(run.metrics or {})
+        if own is not None:
+            runs[run.key] = own
+            builds.update(read)
+    for sample in samples:
+        sample.runs, sample.builds = runs, builds
     return samples
 
 
@@ -467,8 +474,8 @@ def aggregate(samples: list[Sample]) -> dict[tuple[str, str | None], Entry]:
     for s in samples:
         entry = grid.setdefault((s.row, s.column), Entry())
         entry.improving += s.improving and s.error is None
-        if s.run is not None and s.error is None:
-            entry.runs[s.run[0]] = s.run[1]
+        if s.error is None:
+            entry.runs.update(s.runs)
             entry.builds.update(s.builds)
         if s.error is not None:
             entry.errors.append(s.error)

@@ -24,14 +24,15 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 CONFIDENCE = 0.95
+POWER = 0.80  # the chance of a significant result that a plan for more seeds aims at (seeds_to_separate)
 
 
-@lru_cache(maxsize=256)
-def t_quantile(degrees: float) -> float:
-    """t(1 - (1 - CONFIDENCE)/2, degrees): the two-sided critical value."""
+@lru_cache(maxsize=1024)
+def t_quantile(degrees: float, p: float = 1 - (1 - CONFIDENCE) / 2) -> float:
+    """t(p, degrees); by default t(1 - (1 - CONFIDENCE)/2, degrees), the two-sided critical value."""
     from scipy.stats import t
 
-    return float(t.ppf(1 - (1 - CONFIDENCE) / 2, degrees))
+    return float(t.ppf(p, degrees))
 
 
 @dataclass(frozen=True)
@@ -83,3 +84,23 @@ def pooled(a: Sequence[float], b: Sequence[float], variance: float, degrees: int
     if len(a) < 2 or len(b) < 2 or degrees < 1:
         return Difference(estimate)
     return Difference(estimate, t_quantile(degrees) * math.sqrt(variance * (1 / len(a) + 1 / len(b))), degrees)
+
+
+def seeds_to_separate(estimate: float, spread_a: float, spread_b: float, most: int = 1000) -> int | None:
+    """The seeds a side (as many on each) at which Welch's test finds a difference `estimate` significant
+    with probability POWER, were it and the sides' seed std `spread_a`, `spread_b` the true ones: the
+    fewest n >= 2 with (t(0.975, df) + t(POWER, df)) x sqrt((spread_a^2 + spread_b^2) / n) <= |estimate|,
+    df Welch's for n a side (the usual t approximation to the power). None: no difference, or more than
+    `most` seeds. It plans a run; it is no verdict (the estimate and the spreads are themselves noisy)."""
+    if estimate == 0:
+        return None
+    total = spread_a ** 2 + spread_b ** 2
+    if total == 0:
+        return 2  # no spread at all: two seeds a side already show it
+    # the normal quantiles give a floor (t's are larger), from which the scan starts
+    floor = math.ceil(total * ((t_quantile(math.inf) + t_quantile(math.inf, POWER)) / estimate) ** 2)
+    for n in range(max(2, floor), most + 1):
+        degrees = (n - 1) * total ** 2 / (spread_a ** 4 + spread_b ** 4)
+        if (t_quantile(degrees) + t_quantile(degrees, POWER)) * math.sqrt(total / n) <= abs(estimate):
+            return n
+    return None
