@@ -193,7 +193,8 @@ def test_a_consistent_claim_gives_the_seeds_a_side_that_would_separate_it_and_th
 
 def test_a_choice_on_dev_costs_every_option_it_read(tmp_path):
     """With `select`, a seed's number is its best option on dev, but every option ran: the finding's
-    minutes and a new seed's pace count both learning rates (60 s the chosen, 30 s the other)."""
+    minutes and a new seed's pace count both learning rates (60 s the chosen, 30 s the other), and an
+    option stopped still improving leaves the choice, and so the number, still improving."""
     cells = []
     for column in COLUMNS:
         for seed in (1, 2, 3):
@@ -208,3 +209,9 @@ def test_a_choice_on_dev_costs_every_option_it_read(tmp_path):
     _, record = findings_of(tmp_path, preset, cells)
     assert record[0]["minutes"] == 6 * 90 / 60
     assert len(record[0]["runs"]) == 12
+    assert record[0]["verdict"] == "reproduced"
+    # an option not chosen but stopped at its cap still improving: the choice compared unequal budgets
+    cells[-1].metrics["student"]["stages"] = [{"name": "S1", "step": "all", "best_epoch": 30, "epochs_run": 30}]
+    text, record = findings_of(tmp_path, preset, cells)
+    assert record[0]["verdict"] == "not judged" and record[0]["readings"][0]["why"] == "1 run still improving"
+    assert "(n=3, 1 still improving)" in text

@@ -221,8 +221,13 @@ def cell_problem(cell: Cell) -> str | None:
 
 def cell_samples(preset: TablePreset, cell: Cell, needed: list[Cell]) -> list[Sample]:
     """The cell's numbers, each costed at the runs it needed (the cell's own, or with `select` every
-    option the choice read) and the artifacts they read (distil.tables.costs)."""
+    option the choice read) and the artifacts they read (distil.tables.costs). A choice on dev against
+    an option stopped still improving compared unequal budgets: the student's numbers are marked so."""
     samples = samples_of(preset, cell)
+    if any(still_improving(student_steps(option.metrics or {})) for option in needed if option is not cell):
+        for sample in samples:
+            sample.improving |= (reads_training(column_value(preset, sample.column))
+                                 and not preset.reads_teacher(sample.row))
     runs, builds = {}, {}
     for run in needed:
         own, read = run_costs(run.metrics or {})
