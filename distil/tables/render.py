@@ -226,8 +226,7 @@ def cell_samples(preset: TablePreset, cell: Cell, needed: list[Cell]) -> list[Sa
     samples = samples_of(preset, cell)
     if any(still_improving(student_steps(option.metrics or {})) for option in needed if option is not cell):
         for sample in samples:
-            sample.improving |= (reads_training(column_value(preset, sample.column))
-                                 and not preset.reads_teacher(sample.row))
+            sample.improving |= reads_trained_student(preset, sample.row, sample.column)
     runs, builds = {}, {}
     for run in needed:
         own, read = run_costs(run.metrics or {})
@@ -258,8 +257,8 @@ def samples_of(preset: TablePreset, cell: Cell) -> list[Sample]:
     if path is None:  # a number only the trained student has (a dev score): not one of its deployed form's
         return [Sample(cell.row, cell.column, value=MISSING)]
     sample = read_sample(column_format(preset, cell.column), cell.row, cell.column, cell.metrics, path)
-    trained = reads_training(column_value(preset, cell.column)) and not preset.reads_teacher(cell.row)
-    sample.improving = trained and still_improving(student_steps(cell.metrics))
+    sample.improving = reads_trained_student(preset, cell.row, cell.column) and still_improving(
+        student_steps(cell.metrics))
     return [sample]
 
 
@@ -275,6 +274,11 @@ def deployed_gap(cell: Cell, form: str) -> Sample | None:
 
 # a student's fields that training does not change: its size, its vocabulary, its pre-training's report
 UNTRAINED_FIELDS = ("params", "param_counts", "vocab_size", "pretrained", "models")
+
+
+def reads_trained_student(preset: TablePreset, row: str, column: str | None) -> bool:
+    """Whether (row, column) shows a score of the trained student: what its training budget decides."""
+    return reads_training(column_value(preset, column)) and not preset.reads_teacher(row)
 
 
 def reads_training(path: str) -> bool:
